@@ -1,0 +1,243 @@
+"""thetalker.metrics against hand-computed timelines; each test pins one property.
+
+Arithmetic in the comments: 24 kHz mono s16le is 48000 B/s, so 4800 B = 100 ms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from thetalker.metrics import (
+    ContinuityStats,
+    StallStats,
+    compute_continuity_stats,
+    compute_stalls,
+    leading_silence_s,
+    percentiles,
+    playback_time_s,
+    point_cost,
+    request_figures,
+    summarize_point,
+    usd_per_million_chars,
+)
+
+RATE = 24000  # 48000 B/s
+
+
+# --- continuity: upstream's worked examples and edge cases -------------------------------
+
+
+def test_late_second_chunk_is_one_event_of_the_deficit():
+    # at 0.5 s the player needs 24000 B, has 4800: deficit 19200 B = 0.4 s
+    assert compute_continuity_stats([0.0, 0.5], [4800, 4800], RATE) == ContinuityStats(
+        0.4, 1, False
+    )
+
+
+def test_threshold_boundary_is_inclusive():
+    # at 0.2 s: 9600 - 4800 = 4800 B = exactly 0.1 s, still continuous
+    stats = compute_continuity_stats([0.0, 0.2], [4800, 4800], RATE)
+    assert stats.underrun_event_count == 1
+    assert stats.max_underrun_s == pytest.approx(0.1)
+    assert stats.is_continuous
+
+
+def test_threshold_is_an_argument():
+    stats = compute_continuity_stats([0.0, 0.2], [4800, 4800], RATE, threshold_s=0.05)
+    assert not stats.is_continuous
+
+
+def test_maximum_not_sum_of_deficits():
+    # deficits: at 0.3: 14400-4800=9600 (0.2 s); at 0.6: 28800-9600=19200 (0.4 s)
+    # at 0.7: 33600-57600 < 0 -> no event
+    stats = compute_continuity_stats([0.0, 0.3, 0.6, 0.7], [4800, 4800, 48000, 4800], RATE)
+    assert stats.underrun_event_count == 2
+    assert stats.max_underrun_s == pytest.approx(0.4)
+
+
+def test_deficit_of_exactly_zero_is_no_event():
+    # at 0.1 s the player needs exactly the 4800 B it has
+    assert compute_continuity_stats([0.0, 0.1], [4800, 4800], RATE) == ContinuityStats()
+
+
+def test_nothing_checked_after_the_last_chunk():
+    # one chunk of 100 ms, however late the stream "ends", is continuous
+    assert compute_continuity_stats([5.0], [4800], RATE) == ContinuityStats()
+
+
+@pytest.mark.parametrize(
+    ("arrivals", "nbytes", "rate"),
+    [([], [], RATE), ([0.0, 1.0], [4800], RATE), ([0.0, 1.0], [4800, 4800], 0)],
+)
+def test_degenerate_input_is_neutral(arrivals, nbytes, rate):
+    assert compute_continuity_stats(arrivals, nbytes, rate) == ContinuityStats()
+
+
+def test_start_time_is_first_arrival_not_zero():
+    # same shape shifted by a 2 s time to first byte: same answer
+    assert compute_continuity_stats([2.0, 2.5], [4800, 4800], RATE) == ContinuityStats(
+        pytest.approx(0.4), 1, False
+    )
+
+
+# --- stalls: a pausing player ----------------------------------------------------------
+
+
+def test_stalls_count_episodes_and_total_pause():
+    # chunk0 plays 0.0-0.1; chunk1 arrives 0.5: stall 0.4, plays 0.5-0.6;
+    # chunk2 arrives 0.55 (buffered), plays 0.6-0.7; chunk3 arrives 1.0: stall 0.3
+    stats = compute_stalls([0.0, 0.5, 0.55, 1.0], [4800] * 4, RATE)
+    assert stats.stalls == 2
+    assert stats.stall_s == pytest.approx(0.7)
+
+
+def test_upstream_events_can_exceed_stall_episodes():
+    # upstream (never pauses): at 0.5 deficit 24000-4800 > 0; at 0.505 24240-5280 > 0: 2 events.
+    # a pausing player: stalls 0.1-0.5, plays chunk1 0.5-0.51, chunk2 (0.505) is already in.
+    arrivals, nbytes = [0.0, 0.5, 0.505], [4800, 480, 4800]
+    assert compute_continuity_stats(arrivals, nbytes, RATE).underrun_event_count == 2
+    assert compute_stalls(arrivals, nbytes, RATE) == StallStats(1, pytest.approx(0.4))
+
+
+def test_no_stall_when_data_keeps_ahead():
+    assert compute_stalls([0.0, 0.05, 0.1], [4800] * 3, RATE) == StallStats()
+
+
+# --- audible onset ----------------------------------------------------------------------
+
+
+def _tone(seconds: float, rate: int = RATE, amplitude: int = 8000) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    return (amplitude * np.sin(2 * np.pi * 440 * t)).astype(np.int16)
+
+
+def test_leading_silence_found_at_window_resolution():
+    pcm = np.concatenate([np.zeros(int(0.3 * RATE), np.int16), _tone(0.5)])
+    assert leading_silence_s(pcm, RATE) == pytest.approx(0.3, abs=0.005)
+
+
+def test_leading_silence_accepts_bytes():
+    pcm = np.concatenate([np.zeros(int(0.1 * RATE), np.int16), _tone(0.2)])
+    assert leading_silence_s(pcm.tobytes(), RATE) == pytest.approx(0.1, abs=0.005)
+
+
+def test_a_click_shorter_than_20ms_is_not_the_onset():
+    pcm = np.zeros(int(0.5 * RATE), np.int16)
+    pcm[int(0.05 * RATE) : int(0.06 * RATE)] = 9000  # 10 ms click
+    pcm[int(0.2 * RATE) :] = _tone(0.3)
+    assert leading_silence_s(pcm, RATE) == pytest.approx(0.2, abs=0.005)
+
+
+@pytest.mark.parametrize("pcm", [np.zeros(4800, np.int16), np.zeros(0, np.int16), b"\x01"])
+def test_no_onset_is_zero(pcm):
+    assert leading_silence_s(pcm, RATE) == 0.0
+
+
+def test_audible_onset_plays_later_when_player_stalled_first():
+    # chunk0: 0.1 s of silence at t=0.2; chunk1 (the tone) arrives at 0.6.
+    # naive: 0.2 + 0.1 = 0.3; the player ran dry at 0.3 and plays the onset at 0.6.
+    silence = np.zeros(int(0.1 * RATE), np.int16)
+    tone = _tone(0.5)
+    pcm = np.concatenate([silence, tone])
+    figs = request_figures([0.2, 0.6], [silence.nbytes, tone.nbytes], pcm, RATE)
+    assert figs["ttfa_s"] == pytest.approx(0.2)
+    assert figs["leading_silence_s"] == pytest.approx(0.1, abs=0.005)
+    assert figs["ttfa_audible_naive_s"] == pytest.approx(0.3, abs=0.005)
+    assert figs["ttfa_audible_s"] == pytest.approx(0.6, abs=0.005)
+    assert figs["stalls"] == 1 and figs["stall_s"] == pytest.approx(0.3)
+
+
+def test_audible_equals_naive_sum_when_nothing_stalls():
+    pcm = np.concatenate([np.zeros(int(0.25 * RATE), np.int16), _tone(0.5)])
+    figs = request_figures([0.08], [pcm.nbytes], pcm, RATE)
+    assert figs["ttfa_audible_s"] == pytest.approx(figs["ttfa_audible_naive_s"])
+    assert figs["ttfa_audible_s"] == pytest.approx(0.33, abs=0.005)
+
+
+def test_playback_time_beyond_audio_is_none():
+    assert playback_time_s([0.0], [4800], 0.2, RATE) is None
+    assert playback_time_s([], [], 0.0, RATE) is None
+
+
+def test_request_figures_of_an_empty_stream():
+    figs = request_figures([], [], b"", RATE)
+    assert figs["ttfa_s"] is None and figs["ttfa_audible_s"] is None
+    assert figs["audio_s"] == 0.0 and figs["continuity_ok"] is False
+
+
+def test_audio_seconds_from_bytes_and_rate():
+    figs = request_figures([0.1, 0.2], [22050, 22050], np.zeros(22050, np.int16), 22050)
+    # 44100 B at 22050 Hz mono s16le (44100 B/s) is one second
+    assert figs["audio_s"] == pytest.approx(1.0)
+
+
+# --- per load point ---------------------------------------------------------------------
+
+
+def _rec(i, t_submit, wall, ok=True, audio=1.0, chars=10, continuous=True, warmup=False, **kw):
+    return {
+        "request_index": i,
+        "warmup": warmup,
+        "ok": ok,
+        "t_submit_s": t_submit,
+        "wall_s": wall,
+        "audio_s": audio if ok else 0.0,
+        "text_chars": chars,
+        "continuity_ok": continuous and ok,
+        "ttfa_s": kw.get("ttfa", 0.1) if ok else None,
+        "ttfa_audible_s": kw.get("ttfa", 0.1) if ok else None,
+        "stalls": 0,
+    }
+
+
+def test_point_summary_by_hand():
+    records = [
+        _rec(0, 0.0, 5.0, warmup=True, audio=100.0),  # ignored
+        _rec(1, 10.0, 2.0, audio=4.0, chars=40, ttfa=0.1),
+        _rec(2, 10.5, 2.5, audio=6.0, chars=60, ttfa=0.3, continuous=False),
+        _rec(3, 11.0, 1.0, ok=False, chars=30),
+        _rec(4, 12.0, 2.0, audio=10.0, chars=100, ttfa=0.2),
+    ]
+    s = summarize_point(records, concurrency=2)
+    # window: first scored send 10.0, last finish 12.0 + 2.0 = 14.0
+    assert s["window_s"] == pytest.approx(4.0)
+    assert s["n_scored"] == 4 and s["n_ok"] == 3 and s["error_rate"] == pytest.approx(0.25)
+    assert s["rtfx"] == pytest.approx((4 + 6 + 10) / 4.0)
+    # continuous: requests 1 and 4 of 4 scored (the failure counts against), of 3 ok
+    assert s["continuity_pct"] == pytest.approx(50.0)
+    assert s["continuity_pct_ok_only"] == pytest.approx(200 / 3)
+    assert s["chars_per_s"] == pytest.approx((40 + 100) / 4.0)
+    assert s["ttfa_s"]["p50"] == pytest.approx(0.2) and s["ttfa_s"]["n"] == 3
+    assert s["concurrency"] == 2
+
+
+def test_point_summary_with_nothing_scored_is_neutral():
+    s = summarize_point([_rec(0, 0.0, 1.0, warmup=True)])
+    assert s["n_scored"] == 0 and s["rtfx"] is None and s["continuity_pct"] is None
+    assert s["ttfa_s"] == {"p50": None, "p90": None, "p95": None, "p99": None, "n": 0}
+
+
+def test_percentiles_interpolate_linearly_and_skip_none():
+    p = percentiles([1.0, 2.0, 3.0, 4.0, None])
+    assert p["p50"] == pytest.approx(2.5)
+    assert p["p90"] == pytest.approx(3.7)
+    assert p["n"] == 4
+
+
+# --- cost -------------------------------------------------------------------------------
+
+
+def test_usd_per_million_chars_by_hand():
+    # 2.99 USD/h at 1000 chars/s: 3.6e6 chars an hour -> 2.99 / 3.6 = 0.8306 per million
+    assert usd_per_million_chars(2.99, 1000.0) == pytest.approx(0.830555, rel=1e-5)
+    assert usd_per_million_chars(2.99, 0.0) is None
+    assert usd_per_million_chars(2.99, None) is None
+
+
+def test_cost_only_where_continuity_reaches_95():
+    assert point_cost({"continuity_pct": 95.0, "chars_per_s": 1000.0}, 2.99) == pytest.approx(
+        0.830555, rel=1e-5
+    )
+    assert point_cost({"continuity_pct": 94.9, "chars_per_s": 1000.0}, 2.99) is None
+    assert point_cost({"continuity_pct": None, "chars_per_s": 1000.0}, 2.99) is None
