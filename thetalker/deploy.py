@@ -1,0 +1,195 @@
+"""Deploy configurations by name: which file, which model, which rate, how to serve it.
+
+The YAML files under ``thetalker/deploy_configs/`` (``deploy/`` at the repository root is the
+same folder through a symlink) are handed to the server as they are, so they carry no
+metadata keys: vllm-omni may reject keys it does not know. The facts the tools need (served
+model id, sample rate, launcher, MPS, extra serve flags, voice mode) live in ``REGISTRY``
+below; ``tests/test_deploy.py`` checks that each file's header comment agrees with it.
+
+``thetalker-deploy NAME`` prints the file's path, ``--model-id`` / ``--sample-rate`` print
+those facts instead; no argument (or ``list``) prints the names. Unknown names exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "ALIASES",
+    "DEPLOY_DIR",
+    "REGISTRY",
+    "DeployEntry",
+    "UnknownDeployError",
+    "main",
+    "names",
+    "resolve",
+]
+
+DEPLOY_DIR = Path(__file__).resolve().parent / "deploy_configs"
+
+# Voice modes: how the published runs chose the voice for each model.
+VOICE_SPEAKER = "speaker"  # a built-in speaker, sent as "speaker"
+VOICE_REGISTERED = "registered"  # the reference clip uploaded once via POST /v1/audio/voices
+VOICE_INLINE = "inline"  # the reference clip and transcript inline with every request
+
+
+@dataclass(frozen=True)
+class DeployEntry:
+    """One deploy configuration and the facts needed to serve and drive it."""
+
+    name: str
+    filename: str
+    model_id: str
+    sample_rate: int
+    launcher: str  # "vllm-omni" or "local" (see thetalker.launch)
+    stock_file: str  # what the header's "# stock:" values refer to
+    mps: bool = False  # serve under an NVIDIA MPS daemon
+    extra_args: tuple[str, ...] = ()  # extra serve flags beyond the launcher's own
+    voice_mode: str = VOICE_SPEAKER
+    speaker: str | None = None  # for VOICE_SPEAKER
+    task_type: str | None = None  # Qwen3-TTS request task_type
+
+    @property
+    def path(self) -> Path:
+        return DEPLOY_DIR / self.filename
+
+    def content_sha256(self) -> str:
+        """Hash of the file's bytes, for workflow params that must rerun on an edit."""
+        return hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+
+_QWEN_COMMON = {
+    "sample_rate": 24000,
+    "launcher": "vllm-omni",
+    "stock_file": "qwen3_tts.yaml",
+    "mps": True,
+    "voice_mode": VOICE_SPEAKER,
+    "speaker": "ryan",
+    "task_type": "CustomVoice",
+}
+
+REGISTRY: dict[str, DeployEntry] = {
+    e.name: e
+    for e in (
+        DeployEntry(
+            name="qwen3tts17b",
+            filename="qwen3tts17b.yaml",
+            model_id="Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
+            **_QWEN_COMMON,
+        ),
+        DeployEntry(
+            name="qwen3tts06b",
+            filename="qwen3tts06b.yaml",
+            model_id="Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
+            **_QWEN_COMMON,
+        ),
+        DeployEntry(
+            name="voxcpm2",
+            filename="voxcpm2.yaml",
+            model_id="openbmb/VoxCPM2",
+            sample_rate=48000,
+            launcher="vllm-omni",
+            stock_file="voxcpm2.yaml",
+            voice_mode=VOICE_INLINE,
+        ),
+        DeployEntry(
+            name="moss",
+            filename="moss.yaml",
+            model_id="OpenMOSS-Team/MOSS-TTS",
+            sample_rate=24000,
+            launcher="vllm-omni",
+            stock_file="moss_tts.yaml",
+            mps=True,
+            # The 8B model's first start (kernel compile, graph capture) outlasts the defaults.
+            extra_args=("--init-timeout", "1800", "--stage-init-timeout", "1800"),
+            voice_mode=VOICE_REGISTERED,
+        ),
+        DeployEntry(
+            name="omnivoice",
+            filename="omnivoice.yaml",
+            model_id="k2-fsa/OmniVoice",
+            sample_rate=24000,
+            launcher="vllm-omni",
+            stock_file="omnivoice.yaml",
+            voice_mode=VOICE_REGISTERED,
+        ),
+        DeployEntry(
+            name="piper-joe",
+            filename="piper-joe.yaml",
+            model_id="piper-joe",
+            sample_rate=22050,
+            launcher="local",
+            stock_file="thetalker-serve-local defaults",
+            voice_mode=VOICE_SPEAKER,
+            speaker="joe",
+        ),
+    )
+}
+
+ALIASES: dict[str, str] = {"batch32": "voxcpm2", "tuned": "moss"}
+
+
+class UnknownDeployError(KeyError):
+    """A deploy name that is neither a registered name nor an alias."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+def names() -> list[str]:
+    """The registered deploy names (aliases not included), sorted."""
+    return sorted(REGISTRY)
+
+
+def _known_text() -> str:
+    aliases = ", ".join(f"{a} -> {n}" for a, n in sorted(ALIASES.items()))
+    return f"known: {', '.join(names())} (aliases: {aliases})"
+
+
+def resolve(name: str) -> DeployEntry:
+    """The entry for a name or alias; ``UnknownDeployError`` lists the known names."""
+    key = ALIASES.get(name, name)
+    try:
+        return REGISTRY[key]
+    except KeyError:
+        raise UnknownDeployError(f"unknown deploy name {name!r}; {_known_text()}") from None
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="thetalker-deploy",
+        description="Print the path of a deploy file by name (or list the names).",
+        epilog="Aliases: " + ", ".join(f"{a} = {n}" for a, n in sorted(ALIASES.items())),
+    )
+    parser.add_argument("name", nargs="?", help="deploy name or alias; 'list' or none lists")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--model-id", action="store_true", help="print the served model id")
+    what.add_argument("--sample-rate", action="store_true", help="print the sample rate (Hz)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    if args.name in (None, "list"):
+        print("\n".join(names()))
+        return 0
+    try:
+        entry = resolve(args.name)
+    except UnknownDeployError as err:
+        print(f"thetalker-deploy: {err}", file=sys.stderr)
+        return 2
+    if args.model_id:
+        print(entry.model_id)
+    elif args.sample_rate:
+        print(entry.sample_rate)
+    else:
+        print(entry.path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

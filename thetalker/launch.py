@@ -1,0 +1,461 @@
+"""Server lifecycle: start a TTS server, wait until it is healthy, stop its whole process group.
+
+``launch_server(spec)`` is a context manager. On entry it (optionally) starts an NVIDIA MPS
+daemon, starts the server in its own session with stdout and stderr in a log file, waits for
+``GET /health`` to answer 200 and registers a voice when asked. A server that dies during
+startup raises ``ServerStartError`` at once with the log's tail; one that never becomes
+healthy raises it at ``health_timeout_s``. On exit, whatever the reason (normal exit, an
+exception, Ctrl-C, or SIGTERM from Snakemake or Slurm's ``scancel``, which the context turns
+into ``SystemExit`` so ``finally`` runs), the process group gets SIGTERM, then SIGKILL after a
+grace period, and the MPS daemon is told to quit. A leftover server would hold the GPU and
+spoil the next measured run, hence the care.
+
+Launchers: ``local`` runs ``python -m thetalker.server``; ``vllm-omni`` runs
+``vllm-omni serve <id> --omni --trust-remote-code ...`` with ``SPEAKER_SAMPLES_DIR`` pointed
+at a folder of the run (the real server reloads every voice found there at each start).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "LAUNCHERS",
+    "VLLM_OMNI_STOCK_ENV",
+    "RunningServer",
+    "ServerSpec",
+    "ServerStartError",
+    "build_command",
+    "free_port",
+    "gpu_compute_pids",
+    "gpu_is_empty",
+    "group_alive",
+    "launch_server",
+    "log_tail",
+    "register_voice",
+    "stop_process_group",
+]
+
+LAUNCHERS = ("local", "vllm-omni")
+# The "vllm-omni" system: keep an installed thestage-vllm-omni library out of the server.
+VLLM_OMNI_STOCK_ENV = {"THESTAGE_VLLM_OMNI": "0"}
+LOG_TAIL_LINES = 30
+_POLL_S = 0.2
+# The server is on loopback: never route its requests through an HTTP(S)_PROXY.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class ServerStartError(RuntimeError):
+    """The server did not become usable: it died, never got healthy, or refused the voice."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__(message + (f"\n--- server log tail ---\n{log_tail}" if log_tail else ""))
+        self.log_tail = log_tail
+
+
+@dataclass
+class ServerSpec:
+    """What to serve and how. ``port=None`` picks a free loopback port."""
+
+    launcher: str
+    model_id: str
+    deploy_config: str | Path | None = None
+    port: int | None = None
+    env: dict[str, str] = field(default_factory=dict)  # e.g. VLLM_OMNI_STOCK_ENV
+    extra_args: list[str] = field(default_factory=list)
+    mps: bool = False
+    health_timeout_s: float = 600.0
+    log_path: str | Path | None = None  # None: a temporary file
+    voices_dir: str | Path | None = None  # None: a fresh folder beside the log
+    register_voice: dict | None = None  # {"name", "audio" (path), "ref_text"?, "consent"?}
+    host: str = "127.0.0.1"
+    stop_grace_s: float = 20.0
+    executable: str = "vllm-omni"  # the vllm-omni launcher's program (found on PATH)
+    mps_control: str = "nvidia-cuda-mps-control"
+
+
+@dataclass
+class RunningServer:
+    """A healthy server: what was run, with which variables, where it answers."""
+
+    base_url: str  # no trailing /v1
+    command: list[str]
+    env: dict[str, str]  # only the variables set on top of the inherited environment
+    pid: int
+    port: int
+    log_path: Path
+    voice: str | None = None  # the registered voice's name, when one was registered
+
+    def as_record(self) -> dict:
+        return {
+            "base_url": self.base_url,
+            "command": list(self.command),
+            "env": dict(self.env),
+            "pid": self.pid,
+            "log_path": str(self.log_path),
+            "voice": self.voice,
+        }
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS reports free now (another process may still take it before us)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def build_command(spec: ServerSpec, port: int) -> list[str]:
+    """The server's command line for ``spec`` on ``port``."""
+    if spec.launcher == "local":
+        cmd = [sys.executable, "-m", "thetalker.server", "--host", spec.host, "--port", str(port)]
+        if spec.deploy_config is not None:
+            cmd += ["--deploy-config", str(spec.deploy_config)]
+        if spec.voices_dir is not None:
+            cmd += ["--voices-dir", str(spec.voices_dir)]
+    elif spec.launcher == "vllm-omni":
+        cmd = [spec.executable, "serve", spec.model_id, "--omni", "--trust-remote-code"]
+        cmd += ["--host", spec.host, "--port", str(port)]
+        if spec.deploy_config is not None:
+            cmd += ["--deploy-config", str(spec.deploy_config)]
+    else:
+        raise ValueError(f"ServerSpec.launcher: {spec.launcher!r} is not one of {LAUNCHERS}")
+    return cmd + [str(a) for a in spec.extra_args]
+
+
+def log_tail(path: str | Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` lines of a log file ('' when it cannot be read)."""
+    try:
+        data = Path(path).read_bytes()[-65536:]
+    except OSError:
+        return ""
+    return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` still runs (zombies do not count)."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # not Linux: fall back to the signal probe
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the parenthesised command: state, ppid, pgrp, ...
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def _wait_group_gone(proc: subprocess.Popen, pgid: int, deadline: float) -> bool:
+    while True:
+        proc.poll()  # reap the leader so it does not linger as a zombie
+        if not group_alive(pgid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def stop_process_group(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
+    """SIGTERM the process group of ``proc`` (its own session), then SIGKILL after ``grace_s``."""
+    pgid = proc.pid  # start_new_session=True makes the leader's pid the group id
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, sig)
+        if _wait_group_gone(proc, pgid, time.monotonic() + wait_s):
+            break
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5.0)
+
+
+def _health_ok(base_url: str) -> bool:
+    try:
+        with _OPENER.open(base_url + "/health", timeout=2.0) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        # Refused: the port only opens once the model is loaded. 503: engine not ready.
+        return False
+
+
+def _wait_healthy(
+    proc: subprocess.Popen, base_url: str, timeout_s: float, log_path: Path, cmd: list[str]
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        code = proc.poll()
+        if code is not None:
+            raise ServerStartError(
+                f"server exited with code {code} during startup: {' '.join(cmd)} (log: {log_path})",
+                log_tail(log_path),
+            )
+        if _health_ok(base_url):
+            return
+        if time.monotonic() >= deadline:
+            raise ServerStartError(
+                f"server not healthy after {timeout_s:g} s: {' '.join(cmd)} (log: {log_path})",
+                log_tail(log_path),
+            )
+        time.sleep(_POLL_S)
+
+
+def _multipart(fields: dict[str, str], files: dict[str, Path]) -> tuple[bytes, str]:
+    boundary = uuid.uuid4().hex
+    parts: list[bytes] = []
+    for name, value in fields.items():
+        parts.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode()
+            + value.encode()
+            + b"\r\n"
+        )
+    for name, path in files.items():
+        head = (
+            f"--{boundary}\r\nContent-Disposition: form-data; "
+            f'name="{name}"; filename="{path.name}"\r\nContent-Type: audio/wav\r\n\r\n'
+        )
+        parts.append(head.encode() + path.read_bytes() + b"\r\n")
+    parts.append(f"--{boundary}--\r\n".encode())
+    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
+
+
+def register_voice(base_url: str, voice: dict, timeout_s: float = 120.0) -> str:
+    """Upload a reference clip as a named voice (POST /v1/audio/voices); returns the name."""
+    for key in ("name", "audio"):
+        if not voice.get(key):
+            raise ValueError(f"register_voice: missing {key!r} (need name, audio[, ref_text])")
+    audio = Path(voice["audio"])
+    if not audio.is_file():
+        raise ValueError(f"register_voice: audio file not found: {audio}")
+    fields = {"name": str(voice["name"]), "consent": str(voice.get("consent", "yes"))}
+    if voice.get("ref_text"):
+        fields["ref_text"] = str(voice["ref_text"])
+    body, ctype = _multipart(fields, {"audio_sample": audio})
+    req = urllib.request.Request(
+        base_url + "/v1/audio/voices", data=body, headers={"Content-Type": ctype}, method="POST"
+    )
+    try:
+        with _OPENER.open(req, timeout=timeout_s) as resp:
+            payload = json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as err:
+        detail = err.read()[:500].decode("utf-8", "replace")
+        raise ServerStartError(f"voice registration failed: HTTP {err.code}: {detail}") from None
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        raise ServerStartError(f"voice registration failed: {err}") from None
+    if not payload.get("success"):
+        raise ServerStartError(f"voice registration refused: {json.dumps(payload)[:500]}")
+    return fields["name"]
+
+
+@dataclass
+class _MpsDaemon:
+    env: dict[str, str]  # CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY
+    program: str
+    pipe_dir: Path
+
+
+def _start_mps(spec: ServerSpec, log_dir: Path, base_env: dict[str, str]) -> _MpsDaemon:
+    program = shutil.which(spec.mps_control, path=base_env.get("PATH"))
+    if program is None:
+        raise ServerStartError(f"MPS requested but {spec.mps_control!r} is not on PATH")
+    # The pipe folder holds a unix socket (path length limit ~108): keep it short, in /tmp.
+    pipe_dir = Path(tempfile.mkdtemp(prefix="thetalker-mps-pipe-"))
+    mps_log = Path(tempfile.mkdtemp(prefix="mps-log-", dir=log_dir))
+    env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe_dir), "CUDA_MPS_LOG_DIRECTORY": str(mps_log)}
+    # Output to a file, never a pipe: the daemon keeps inherited descriptors open.
+    with open(mps_log / "control-start.log", "wb") as out:
+        code = subprocess.call(
+            [program, "-d"],
+            env={**base_env, **env},
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=60,
+        )
+    if code != 0:
+        shutil.rmtree(pipe_dir, ignore_errors=True)
+        raise ServerStartError(
+            f"{program} -d exited with code {code}", log_tail(mps_log / "control-start.log")
+        )
+    return _MpsDaemon(env=env, program=program, pipe_dir=pipe_dir)
+
+
+def _stop_mps(daemon: _MpsDaemon, base_env: dict[str, str]) -> None:
+    try:
+        subprocess.run(
+            [daemon.program],
+            input=b"quit\n",
+            env={**base_env, **daemon.env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        shutil.rmtree(daemon.pipe_dir, ignore_errors=True)
+
+
+class _TermGuard:
+    """Turns the first SIGTERM into SystemExit(143) so ``finally`` blocks run.
+
+    Only the main thread may set signal handlers; elsewhere the guard does nothing. Once
+    cleanup has begun (``disarm``) a SIGTERM is only remembered, so it cannot cut the cleanup
+    short; ``restore`` then raises it, unless an exception is already on its way out.
+    """
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.pending: int | None = None
+        self._previous: Callable | int | None = None
+        self._installed = threading.current_thread() is threading.main_thread()
+        if self._installed:
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self.armed = True
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.armed:
+            self.armed = False
+            raise SystemExit(128 + signum)
+        self.pending = signum
+
+    def disarm(self) -> None:
+        self.armed = False
+
+    def restore(self, unwinding: bool) -> None:
+        if not self._installed:
+            return
+        previous = self._previous if self._previous is not None else signal.SIG_DFL
+        signal.signal(signal.SIGTERM, previous)
+        if self.pending is not None and not unwinding:
+            raise SystemExit(128 + self.pending)
+
+
+def _prepare_paths(spec: ServerSpec) -> tuple[Path, Path | None]:
+    if spec.log_path is None:
+        log_path = Path(tempfile.mkdtemp(prefix="thetalker-server-")) / "server.log"
+    else:
+        log_path = Path(spec.log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    voices_dir = Path(spec.voices_dir) if spec.voices_dir is not None else None
+    if voices_dir is None and spec.launcher == "vllm-omni":
+        # A fresh folder per run: the server reloads every voice it finds there.
+        voices_dir = Path(tempfile.mkdtemp(prefix="speakers-", dir=log_path.parent))
+    if voices_dir is not None:
+        voices_dir.mkdir(parents=True, exist_ok=True)
+    return log_path, voices_dir
+
+
+def _resolve_program(cmd: list[str], env: dict[str, str]) -> list[str]:
+    program = shutil.which(cmd[0], path=env.get("PATH"))
+    if program is None:
+        raise ServerStartError(f"server program {cmd[0]!r} not found on PATH")
+    return [program, *cmd[1:]]
+
+
+@contextlib.contextmanager
+def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
+    """Serve ``spec`` for the duration of the block; see the module docstring."""
+    if spec.launcher not in LAUNCHERS:
+        raise ValueError(f"ServerSpec.launcher: {spec.launcher!r} is not one of {LAUNCHERS}")
+    port = spec.port if spec.port is not None else free_port(spec.host)
+    log_path, voices_dir = _prepare_paths(spec)
+    set_env = {str(k): str(v) for k, v in spec.env.items()}
+    if spec.launcher == "vllm-omni":
+        set_env["SPEAKER_SAMPLES_DIR"] = str(voices_dir)
+    else:
+        set_env.setdefault("PYTHONUNBUFFERED", "1")  # log lines reach the file as they happen
+    base_env = {**os.environ, **set_env}
+    spec_for_cmd = dataclasses.replace(spec, voices_dir=voices_dir)
+    proc: subprocess.Popen | None = None
+    mps: _MpsDaemon | None = None
+    guard = _TermGuard()
+    unwinding = True
+    try:
+        cmd = _resolve_program(build_command(spec_for_cmd, port), base_env)
+        if spec.mps:
+            mps = _start_mps(spec, log_path.parent, base_env)
+            set_env.update(mps.env)
+        with open(log_path, "ab") as log:
+            log.write(f"# thetalker.launch: {' '.join(cmd)}\n".encode())
+            log.flush()
+            proc = subprocess.Popen(
+                cmd,
+                env={**os.environ, **set_env},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        base_url = f"http://{spec.host}:{port}"
+        _wait_healthy(proc, base_url, spec.health_timeout_s, log_path, cmd)
+        server = RunningServer(
+            base_url=base_url,
+            command=cmd,
+            env=dict(set_env),
+            pid=proc.pid,
+            port=port,
+            log_path=log_path,
+        )
+        if spec.register_voice:
+            server.voice = register_voice(base_url, spec.register_voice)
+        yield server
+        unwinding = False
+    finally:
+        guard.disarm()
+        try:
+            if proc is not None:
+                stop_process_group(proc, spec.stop_grace_s)
+        finally:
+            try:
+                if mps is not None:
+                    _stop_mps(mps, base_env)
+            finally:
+                guard.restore(unwinding)
+
+
+def gpu_compute_pids() -> list[int] | None:
+    """PIDs of compute processes on the GPUs, or None when ``nvidia-smi`` is not installed."""
+    program = shutil.which("nvidia-smi")
+    if program is None:
+        return None
+    result = subprocess.run(
+        [program, "--query-compute-apps=pid", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"nvidia-smi failed ({result.returncode}): {result.stderr.strip()}")
+    return [int(line) for line in result.stdout.split() if line.strip().isdigit()]
+
+
+def gpu_is_empty() -> bool | None:
+    """True when no process computes on a GPU; None when ``nvidia-smi`` is not installed."""
+    pids = gpu_compute_pids()
+    return None if pids is None else not pids
