@@ -1,0 +1,217 @@
+"""Uploaded voices: validation and storage under one folder, as vllm-omni keeps them.
+
+Each voice is two files in the folder: its sample (`<key>.wav` or `<key>.json` for a speaker
+embedding) and `<key>.meta.json` with what the API returns. `<key>` is the name case-folded,
+so names match case-insensitively and a re-upload overwrites. Every voice already in the
+folder is loaded at start, whatever wrote it.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from thetalker.server.formats import AudioFormatError, wav_duration_s
+
+__all__ = [
+    "MAX_FILE_BYTES",
+    "MIN_AUDIO_S",
+    "MAX_AUDIO_S",
+    "MAX_VOICES",
+    "VoiceError",
+    "VoiceStore",
+    "validate_voice_name",
+    "audio_duration_s",
+]
+
+MAX_FILE_BYTES = 10 * 1024 * 1024
+MIN_AUDIO_S = 1.0
+MAX_AUDIO_S = 30.0
+MAX_VOICES = 1000
+# Not in the contract; keeps `<key>.meta.json` within every filesystem's 255-byte name limit.
+MAX_NAME_CHARS = 128
+
+
+class VoiceError(ValueError):
+    """Bad input for a voice; `param` names the form field, `status` the HTTP status."""
+
+    def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        self.param = param
+        self.status = status
+
+
+def validate_voice_name(name: str | None) -> str:
+    """The name, stripped; raises VoiceError for the contract's forbidden names."""
+    if name is None or not name.strip():
+        raise VoiceError("voice name is required", "name")
+    name = name.strip()
+    if any(c in name for c in "/\\\x00"):
+        raise VoiceError("voice name must not contain '/', '\\' or NUL", "name")
+    if name in (".", ".."):
+        raise VoiceError("voice name must not be '.' or '..'", "name")
+    if len(name) > MAX_NAME_CHARS:
+        raise VoiceError(f"voice name is longer than {MAX_NAME_CHARS} characters", "name")
+    return name
+
+
+def audio_duration_s(data: bytes) -> float:
+    """Seconds of audio in a WAV file, or in any format soundfile reads when it is installed."""
+    if data[:4] == b"RIFF":
+        return wav_duration_s(data)
+    try:
+        import io
+
+        import soundfile
+    except (ImportError, OSError):
+        raise AudioFormatError("audio_sample must be a WAV file") from None
+    try:
+        info = soundfile.info(io.BytesIO(data))
+    except Exception as exc:  # soundfile raises its own error types
+        raise AudioFormatError(f"audio_sample is not a readable audio file: {exc}") from None
+    return float(info.frames) / float(info.samplerate)
+
+
+@dataclass
+class VoiceStore:
+    """The uploaded voices of one server, in `folder`."""
+
+    folder: Path
+
+    def __post_init__(self) -> None:
+        self.folder = Path(self.folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._voices: dict[str, dict[str, Any]] = {}
+        for meta_path in sorted(self.folder.glob("*.meta.json")):
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+                self._voices[str(meta["name"]).casefold()] = meta
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # a stray or half-written file is not a voice
+
+    def __contains__(self, name: str) -> bool:
+        return name.casefold() in self._voices
+
+    def __len__(self) -> int:
+        return len(self._voices)
+
+    def names(self) -> list[str]:
+        return [v["name"] for v in self._voices.values()]
+
+    def infos(self) -> list[dict[str, Any]]:
+        return [self._public(v) for v in self._voices.values()]
+
+    @staticmethod
+    def _public(meta: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in meta.items() if not k.startswith("_")}
+
+    def add(
+        self,
+        name: str | None,
+        consent: str | None,
+        audio: bytes | None = None,
+        filename: str | None = None,
+        content_type: str | None = None,
+        speaker_embedding: str | None = None,
+        ref_text: str | None = None,
+        speaker_description: str | None = None,
+    ) -> dict[str, Any]:
+        """Validate and store one voice; returns its public record."""
+        name = validate_voice_name(name)
+        if consent is None or not str(consent).strip():
+            raise VoiceError("consent is required", "consent")
+        if (audio is None) == (speaker_embedding is None):
+            raise VoiceError(
+                "give exactly one of audio_sample or speaker_embedding", "audio_sample"
+            )
+        key = name.casefold()
+        if key not in self._voices and len(self._voices) >= MAX_VOICES:
+            raise VoiceError(f"too many voices (at most {MAX_VOICES})", "name")
+        if audio is not None:
+            payload, suffix, mime = self._check_audio(audio, filename, content_type)
+        else:
+            payload, suffix, mime = self._check_embedding(speaker_embedding or "")
+        for old in self.folder.glob(f"{glob_escape(key)}.sample.*"):
+            old.unlink(missing_ok=True)
+        sample_path = self.folder / f"{key}.sample{suffix}"
+        sample_path.write_bytes(payload)
+        meta: dict[str, Any] = {
+            "name": name,
+            "consent": str(consent),
+            "created_at": int(time.time()),
+            "mime_type": mime,
+            "file_size": len(payload),
+            "_file": sample_path.name,
+        }
+        if ref_text is not None:
+            meta["ref_text"] = ref_text
+        if speaker_description is not None:
+            meta["speaker_description"] = speaker_description
+        tmp = self.folder / f".{key}.meta.json.tmp"
+        tmp.write_text(json.dumps(meta), encoding="utf-8")
+        tmp.replace(self.folder / f"{key}.meta.json")
+        self._voices[key] = meta
+        return self._public(meta)
+
+    @staticmethod
+    def _check_audio(
+        audio: bytes, filename: str | None, content_type: str | None
+    ) -> tuple[bytes, str, str]:
+        if len(audio) > MAX_FILE_BYTES:
+            raise VoiceError(
+                f"audio_sample is {len(audio)} bytes; at most {MAX_FILE_BYTES} (10 MiB)",
+                "audio_sample",
+            )
+        try:
+            duration = audio_duration_s(audio)
+        except AudioFormatError as exc:
+            raise VoiceError(str(exc), "audio_sample") from None
+        if not MIN_AUDIO_S <= duration <= MAX_AUDIO_S:
+            raise VoiceError(
+                f"audio_sample is {duration:.2f} s long; it must be "
+                f"{MIN_AUDIO_S:g} to {MAX_AUDIO_S:g} s",
+                "audio_sample",
+            )
+        is_wav = audio[:4] == b"RIFF"
+        suffix = ".wav" if is_wav else (Path(filename or "").suffix.lower() or ".bin")
+        guessed = mimetypes.guess_type(f"x{suffix}")[0]
+        mime = "audio/wav" if is_wav else (content_type or guessed or "application/octet-stream")
+        return audio, suffix, mime
+
+    @staticmethod
+    def _check_embedding(text: str) -> tuple[bytes, str, str]:
+        try:
+            values = json.loads(text)
+        except ValueError:
+            raise VoiceError("speaker_embedding must be a JSON list", "speaker_embedding") from None
+        if (
+            not isinstance(values, list)
+            or not values
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        ):
+            raise VoiceError(
+                "speaker_embedding must be a non-empty JSON list of numbers", "speaker_embedding"
+            )
+        return json.dumps(values).encode(), ".json", "application/json"
+
+    def delete(self, name: str) -> dict[str, Any]:
+        """Remove a voice; VoiceError with status 404 when there is none of that name."""
+        key = name.casefold()
+        meta = self._voices.pop(key, None)
+        if meta is None:
+            raise VoiceError(f"voice '{name}' not found", "name", status=404)
+        (self.folder / f"{key}.meta.json").unlink(missing_ok=True)
+        if meta.get("_file"):
+            (self.folder / str(meta["_file"])).unlink(missing_ok=True)
+        return self._public(meta)
+
+
+def glob_escape(text: str) -> str:
+    """Escape glob metacharacters so a voice name matches only itself."""
+    import glob
+
+    return glob.escape(text)
