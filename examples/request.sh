@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# One streaming speech request with curl, raw PCM written to a file.
+#
+#   examples/request.sh preset [OUT.pcm]    # a built-in speaker ($SPEAKER, default joe)
+#   examples/request.sh clone  [OUT.pcm]    # voice cloning: task_type Base + reference clip
+#
+# The JSON body is piped to curl on stdin (--data-binary @-): a base64 reference clip is
+# hundreds of kilobytes, more than one command-line argument may hold.
+# The output is headerless s16le mono PCM at the model's rate (piper-joe 22050 Hz, Qwen3-TTS
+# 24000 Hz); play it with e.g. `ffplay -f s16le -ar 22050 -ac 1 OUT.pcm`.
+#
+# Environment: BASE_URL (default http://127.0.0.1:8091), TEXT, SPEAKER (preset; Qwen3-TTS
+# CustomVoice: ryan, vivian, ...), MODEL (sent as "model" when set), LANGUAGE (English),
+# REF_WAV / REF_TXT (clone; default reference/ref.wav and reference/ref.txt beside this
+# script). curl's timing (first byte, total) goes to stderr. Exit status: curl's (22 = the
+# server answered with an error, whose JSON body is printed).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+MODE=${1:-preset}
+OUT=${2:-speech.pcm}
+BASE_URL=${BASE_URL:-http://127.0.0.1:8091}
+TEXT=${TEXT:-Hello! This is one streamed request, written to a file as it arrives.}
+LANGUAGE=${LANGUAGE:-English}
+REF_WAV=${REF_WAV:-$HERE/../reference/ref.wav}
+REF_TXT=${REF_TXT:-$HERE/../reference/ref.txt}
+
+# A JSON string literal: backslash, quote and control characters escaped.
+json_string() {
+    local s=$1
+    s=${s//\\/\\\\}
+    s=${s//\"/\\\"}
+    s=${s//$'\n'/\\n}
+    s=${s//$'\r'/\\r}
+    s=${s//$'\t'/\\t}
+    printf '"%s"' "$s"
+}
+
+common_fields() {
+    printf '"input":%s,"language":%s,' "$(json_string "$TEXT")" "$(json_string "$LANGUAGE")"
+    printf '"stream":true,"stream_format":"audio","response_format":"pcm"'
+    if [ -n "${MODEL:-}" ]; then printf ',"model":%s' "$(json_string "$MODEL")"; fi
+}
+
+body() {
+    case $MODE in
+    preset)
+        printf '{"task_type":"CustomVoice","speaker":%s,' "$(json_string "${SPEAKER:-joe}")"
+        common_fields
+        printf '}'
+        ;;
+    clone)
+        printf '{"task_type":"Base","ref_text":%s,' "$(json_string "$(cat "$REF_TXT")")"
+        common_fields
+        printf ',"ref_audio":"data:audio/wav;base64,'
+        base64 -w0 "$REF_WAV" # streamed into the pipe, never an argument
+        printf '"}'
+        ;;
+    esac
+}
+
+case $MODE in
+preset) ;;
+clone)
+    for f in "$REF_WAV" "$REF_TXT"; do
+        [ -r "$f" ] || { echo "$0: cannot read $f (set REF_WAV / REF_TXT)" >&2; exit 2; }
+    done
+    ;;
+*) echo "usage: $0 preset|clone [OUT.pcm]" >&2; exit 2 ;;
+esac
+
+body | curl --silent --show-error --no-buffer --fail-with-body \
+    -H 'Content-Type: application/json' --data-binary @- \
+    -o "$OUT" -w 'first byte %{time_starttransfer} s, total %{time_total} s, %{size_download} bytes\n' \
+    "$BASE_URL/v1/audio/speech" >&2 || {
+    status=$?
+    if [ -s "$OUT" ]; then
+        echo >&2
+        head -c 2000 "$OUT" >&2 # the server's JSON error body
+        echo >&2
+    fi
+    exit "$status"
+}
+echo "wrote $OUT" >&2
