@@ -1,0 +1,233 @@
+"""How exactly does the client record a stream's timeline? Figures, not assertions.
+
+A scripted server (tests/scripted_server.py, its own process, TCP_NODELAY, uvloop) sends
+each stream as chunks on an exact schedule and logs each chunk's real send time
+(`perf_counter`, system-wide). Per concurrency level the same load is received twice in
+one run: by a bare timestamp loop (aiohttp, one clock read per chunk end, no bookkeeping:
+the floor) and by `thetalker.client.arun_benchmark`. For each, the error of measured
+arrival deltas against the server's send deltas (p50, p99, max, ms) and the client
+process's CPU seconds per stream.
+
+    python benchmarks/client_fidelity.py                 # 1, 64, 256 streams
+    python benchmarks/client_fidelity.py --levels 1 64 256 1024 --write-readme
+    python benchmarks/client_fidelity.py --loop asyncio  # the default event loop
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from thetalker.client import BenchOptions, arun_benchmark  # noqa: E402
+from thetalker.prompts import Prompt  # noqa: E402
+from thetalker.records import read_records  # noqa: E402
+
+__all__ = ["main"]
+
+# 12 chunks of 0.1 s of 24 kHz audio, 0.1 s apart: a real-time stream of 1.2 s.
+CHUNKS = ",".join(["0:4800"] + ["0.1:4800"] * 11)
+README = REPO / "benchmarks" / "README.md"
+BEGIN, END = "<!-- client_fidelity:begin -->", "<!-- client_fidelity:end -->"
+
+
+def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    if name == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop
+    return asyncio.new_event_loop
+
+
+def _run(loop: str, coro: Coroutine[Any, Any, Any]) -> Any:
+    with asyncio.Runner(loop_factory=_loop_factory(loop)) as runner:
+        return runner.run(coro)
+
+
+async def _bare_loop(base_url: str, texts: list[str], n: int) -> dict[str, list[float]]:
+    """The floor: N streams at once, a clock read at each server chunk's end, nothing else."""
+    arrivals: dict[str, list[float]] = {}
+    connector = aiohttp.TCPConnector(limit=n)  # the pool queues the rest: n in flight
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def one(text: str) -> None:
+            stamps: list[float] = []
+            arrivals[text] = stamps
+            body = {
+                "input": text,
+                "stream": True,
+                "stream_format": "audio",
+                "response_format": "pcm",
+            }
+            async with session.post(f"{base_url}/v1/audio/speech", json=body) as resp:
+                last = 0.0
+                async for data, end in resp.content.iter_chunks():
+                    if data:
+                        last = time.perf_counter()
+                    if end and last:  # an end flag may come alone, after the data
+                        stamps.append(last)
+                        last = 0.0
+
+        await asyncio.gather(*(one(t) for t in texts))
+    return arrivals
+
+
+def _server_log(base_url: str, clear: bool = True) -> dict[str, list[float]]:
+    async def fetch() -> Any:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{base_url}/_log") as resp:
+                data = await resp.json()
+            if clear:
+                async with session.delete(f"{base_url}/_log"):
+                    pass
+            return data
+
+    return {r["input"]: r["send_times"] for r in asyncio.run(fetch())}
+
+
+def _errors_ms(measured: dict[str, list[float]], sent: dict[str, list[float]]) -> np.ndarray:
+    """|measured delta - sent delta| over every chunk of every stream, deltas from chunk 0."""
+    out: list[float] = []
+    for text, arr in measured.items():
+        ref = sent.get(text)
+        if not ref or len(ref) != len(arr):
+            raise SystemExit(f"{text}: {len(arr)} chunks measured, server sent {len(ref or [])}")
+        out.extend(abs((a - arr[0]) - (s - ref[0])) for a, s in zip(arr, ref, strict=True))
+    return np.asarray(out) * 1000.0
+
+
+def _stats(err_ms: np.ndarray, cpu_s: float, n: int) -> dict[str, float]:
+    return {
+        "p50_ms": float(np.percentile(err_ms, 50)),
+        "p99_ms": float(np.percentile(err_ms, 99)),
+        "max_ms": float(err_ms.max()),
+        "cpu_ms_per_stream": 1000.0 * cpu_s / n,
+    }
+
+
+def measure_level(
+    base_url: str, n: int, loop: str, workdir: Path, min_streams: int
+) -> dict[str, dict]:
+    """n streams in flight; at least `min_streams` in all (a single stream is one sample)."""
+    total = max(n, min_streams)
+    texts = [f"bare-{n}-{i}" for i in range(total)]
+    cpu0 = time.process_time()
+    bare = _run(loop, _bare_loop(base_url, texts, n))
+    bare_cpu = time.process_time() - cpu0
+    bare_err = _errors_ms(bare, _server_log(base_url))
+
+    prompts = [Prompt(f"c{i}", f"client-{n}-{i}") for i in range(total)]
+    opts = BenchOptions(
+        base_url=base_url, concurrency=n, requests=total, warmup=0, sample_rate=24000,
+        speaker=None, language=None, timeout_s=120.0,
+    )  # fmt: skip
+    out = workdir / f"c{n}"
+    cpu0 = time.process_time()
+    _run(loop, arun_benchmark(opts, prompts, out))
+    client_cpu = time.process_time() - cpu0
+    records = {r["text"]: r for r in read_records(out / "records.jsonl")}
+    failed = [t for t, r in records.items() if not r["ok"]]
+    if failed:
+        raise SystemExit(
+            f"{len(failed)} client requests failed, e.g. {records[failed[0]]['error']}"
+        )
+    client = {t: r["chunk_arrival_s"] for t, r in records.items()}
+    client_err = _errors_ms(client, _server_log(base_url))
+    return {
+        "bare": _stats(bare_err, bare_cpu, total),
+        "client": _stats(client_err, client_cpu, total),
+    }
+
+
+def _table(results: dict[int, dict[str, dict]], loop: str) -> str:
+    lines = [
+        "| streams | loop | who | p50 ms | p99 ms | max ms | CPU ms/stream | p99 vs bare |",
+        "|---:|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for n, res in results.items():
+        for who in ("bare", "client"):
+            s = res[who]
+            ratio = s["p99_ms"] / res["bare"]["p99_ms"] if res["bare"]["p99_ms"] else float("nan")
+            lines.append(
+                f"| {n} | {loop} | {who} | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | "
+                f"{s['max_ms']:.2f} | {s['cpu_ms_per_stream']:.2f} | {ratio:.2f}x |"
+            )
+    return "\n".join(lines)
+
+
+def _start_server() -> tuple[subprocess.Popen[str], str]:
+    cmd = [sys.executable, "-m", "tests.scripted_server", "--port", "0", "--uvloop",
+           "--chunks", CHUNKS]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    match = re.match(r"PORT (\d+)", line)
+    if not match:
+        proc.kill()
+        raise SystemExit(f"scripted server did not start: {line!r}")
+    return proc, f"http://127.0.0.1:{match.group(1)}"
+
+
+def _write_readme(table: str, loop: str, levels: list[int]) -> None:
+    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    section = (
+        f"{BEGIN}\nLast run: {dt.date.today().isoformat()}, {machine}, event loop {loop}, "
+        f"levels {', '.join(map(str, levels))}; server and client on the same cores "
+        f"(shared with other work at the time).\n\n{table}\n{END}"
+    )
+    text = README.read_text(encoding="utf-8") if README.exists() else ""
+    if BEGIN in text and END in text:
+        text = re.sub(
+            re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: section, text, flags=re.S
+        )
+    else:
+        text += "\n" + section + "\n"
+    README.write_text(text, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 64, 256])
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
+    parser.add_argument("--min-streams", type=int, default=8, help="streams per level, at least")
+    parser.add_argument("--write-readme", action="store_true", help="keep the table in README")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    proc, base_url = _start_server()
+    results: dict[int, dict[str, dict]] = {}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in args.levels:
+                results[n] = measure_level(base_url, n, args.loop, Path(tmp), args.min_streams)
+                print(f"{n} streams done", file=sys.stderr)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    table = _table(results, args.loop)
+    print(table)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
+    if args.write_readme:
+        _write_readme(table, args.loop, args.levels)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

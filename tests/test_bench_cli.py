@@ -1,0 +1,155 @@
+"""`thetalker-bench` end to end against the scripted server: files, exit statuses, one-line
+errors."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.scripted_server import Script, ScriptedServer
+from thetalker.bench_cli import exit_status, main
+from thetalker.records import read_json, read_records
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def prompts_file(tmp_path: Path) -> Path:
+    path = tmp_path / "prompts.jsonl"
+    lines = [f'{{"sample_id": "s{i}", "text": "sentence number {i}"}}' for i in range(4)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_run_writes_records_and_summary(
+    scripted_server: ScriptedServer, prompts_file: Path, tmp_path: Path, capsys
+):
+    scripted_server.sample_rate = 22050
+    out = tmp_path / "out"
+    argv = [
+        "--base-url", scripted_server.base_url + "/v1/", "--texts-jsonl", str(prompts_file),
+        "--concurrency", "2", "--requests", "5", "--warmup", "1", "--out-dir", str(out),
+        "--speaker", "ryan", "--save-audio", str(out / "audio"),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    records = list(read_records(out / "records.jsonl"))
+    assert len(records) == 6 and sum(r["warmup"] for r in records) == 1
+    summary = read_json(out / "summary.json")
+    assert summary["n_scored"] == 5 and summary["n_ok"] == 5
+    assert summary["sample_rate"] == 22050 and summary["concurrency"] == 2
+    assert summary["options"]["speaker"] == "ryan"
+    assert len(list((out / "audio").glob("*.wav"))) == 5
+    assert "5/5 ok" in capsys.readouterr().err
+
+
+def test_error_rate_above_the_limit_exits_1(
+    scripted_server: ScriptedServer, prompts_file: Path, tmp_path: Path
+):
+    scripted_server.default = Script(mode="http_error", status=500)
+    argv = ["--port", str(scripted_server.port), "--texts-jsonl", str(prompts_file),
+            "--requests", "2", "--warmup", "0", "--sample-rate", "24000",
+            "--out-dir", str(tmp_path / "o")]  # fmt: skip
+    assert main(argv) == 1
+    assert len(list(read_records(tmp_path / "o" / "records.jsonl"))) == 2  # written anyway
+
+
+def test_expected_sample_rate_mismatch_exits_2(
+    scripted_server: ScriptedServer, prompts_file: Path, tmp_path: Path, capsys
+):
+    argv = ["--base-url", scripted_server.base_url, "--texts-jsonl", str(prompts_file),
+            "--expected-sample-rate", "48000", "--out-dir", str(tmp_path / "o")]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "24000 Hz" in err and "48000 Hz" in err
+
+
+def test_unreachable_server_exits_1(prompts_file: Path, tmp_path: Path, capsys):
+    argv = ["--port", str(_free_port()), "--texts-jsonl", str(prompts_file),
+            "--out-dir", str(tmp_path / "o"), "--timeout", "5"]  # fmt: skip
+    assert main(argv) == 1
+    assert "sample-rate request" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--concurrency", "0"], "concurrency: must be at least 1"),
+        (["--sample-rate", "fast"], "--sample-rate"),
+        (["--task-type", "Base"], "Base needs ref_audio"),
+        (["--response-format", "mp3"], "--response-format"),
+        (["--request-rate", "-1"], "request_rate"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(
+    prompts_file: Path, tmp_path: Path, capsys, extra: list[str], needle: str
+):
+    argv = ["--texts-jsonl", str(prompts_file), "--out-dir", str(tmp_path), *extra]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
+
+
+def test_broken_prompts_file_exits_2_naming_the_line(tmp_path: Path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"sample_id": "a", "text": "ok"}\n{"sample_id": "b"}\n', encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        main(["--texts-jsonl", str(bad), "--out-dir", str(tmp_path / "o")])
+    assert exc.value.code == 2
+    assert f"{bad}:2: missing 'text'" in capsys.readouterr().err
+
+
+def test_exit_policy():
+    assert exit_status({"n_ok": 0, "error_rate": 0.0}, 0.05) == 1
+    assert exit_status({"n_ok": 95, "error_rate": 0.05}, 0.05) == 0  # at the limit: fine
+    assert exit_status({"n_ok": 94, "error_rate": 0.06}, 0.05) == 1
+
+
+def test_ctrl_c_keeps_finished_records(
+    scripted_server: ScriptedServer, prompts_file: Path, tmp_path: Path
+):
+    # "sentence number 3" stalls for 30 s; the other prompts finish at once.
+    scripted_server.script_for = lambda body: (
+        Script(chunks=((0, 4800), (30.0, 4800))) if body["input"].endswith("3") else None
+    )
+    out = tmp_path / "o"
+    cmd = [sys.executable, "-m", "thetalker.bench_cli", "--base-url", scripted_server.base_url,
+           "--texts-jsonl", str(prompts_file), "--requests", "4", "--warmup", "0",
+           "--concurrency", "4", "--sample-rate", "24000", "--out-dir", str(out)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):  # until the slow one has its first chunk out
+            time.sleep(0.05)
+            slow = scripted_server.logs_for("sentence number 3")
+            if (
+                slow
+                and slow[0].send_times
+                and sum(r.finished for r in scripted_server.requests) == 3
+            ):
+                break
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    records = {r["text"]: r for r in read_records(out / "records.jsonl")}
+    assert len(records) == 4
+    assert records["sentence number 3"]["error"]["type"] == "cancelled"
+    assert all(r["ok"] for t, r in records.items() if t != "sentence number 3")
+    assert read_json(out / "summary.json")["complete"] is False

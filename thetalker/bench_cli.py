@@ -1,0 +1,191 @@
+"""`thetalker-bench`: one load point against a speech server, records and summary on disk.
+
+    thetalker-bench --port 8091 --texts-jsonl prompts/seed_tts_eval_en_100.jsonl \\
+        --concurrency 8 --requests 64 --out-dir results/runs/x/c8
+
+Exit status: 0; 1 when the scored error rate exceeds --max-error-rate, nothing succeeded,
+or the server could not be used; 2 for bad arguments (one line on stderr); 130 on Ctrl-C
+(the records of finished requests are on disk either way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from thetalker.client import (
+    RESPONSE_FORMATS,
+    STREAM_FORMATS,
+    TASK_TYPES,
+    BenchError,
+    BenchOptions,
+    OptionsError,
+    SampleRateError,
+    run_benchmark,
+    validate_options,
+)
+from thetalker.prompts import PromptError, load_prompts
+
+__all__ = ["build_parser", "options_from_args", "exit_status", "main"]
+
+PROG = "thetalker-bench"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _sample_rate(text: str) -> int | None:
+    if text == "auto":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or auto, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Benchmark a streaming /v1/audio/speech server.")
+    where = p.add_argument_group("server")
+    where.add_argument("--base-url", help="e.g. http://127.0.0.1:8091 (overrides host/port)")
+    where.add_argument("--host", default="127.0.0.1")
+    where.add_argument("--port", type=int, default=8091)
+    where.add_argument("--model", help="sent as 'model' (must equal the served name)")
+    load = p.add_argument_group("load")
+    load.add_argument("--texts-jsonl", required=True, help="prompts: {sample_id, text} per line")
+    load.add_argument("--concurrency", type=int, default=1, help="requests in flight")
+    load.add_argument(
+        "--request-rate", type=float, help="open loop: Poisson arrivals per second instead"
+    )
+    load.add_argument("--requests", type=int, default=10, help="scored requests")
+    load.add_argument("--warmup", type=int, default=2, help="requests before scoring")
+    load.add_argument("--seed", type=int, default=42, help="fixes prompt order and arrivals")
+    load.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    load.add_argument("--max-error-rate", type=float, default=0.05)
+    body = p.add_argument_group("request body")
+    body.add_argument("--task-type", default="CustomVoice", choices=TASK_TYPES)
+    body.add_argument("--speaker", default=None, help="CustomVoice speaker (default: joe)")
+    body.add_argument("--voice", help="an uploaded voice NAME")
+    body.add_argument("--ref-audio", help="Base: reference WAV, sent as a data URI")
+    body.add_argument("--ref-text", help="Base: transcript of --ref-audio")
+    body.add_argument(
+        "--register-voice", metavar="NAME", help="upload --ref-audio once as NAME, then use it"
+    )
+    body.add_argument("--instructions", help="VoiceDesign description (<= 500 chars)")
+    body.add_argument("--language", default="English")
+    body.add_argument("--max-new-tokens", type=int)
+    body.add_argument("--stream-format", default="audio", choices=STREAM_FORMATS)
+    body.add_argument("--response-format", default="pcm", choices=RESPONSE_FORMATS)
+    audio = p.add_argument_group("audio")
+    audio.add_argument(
+        "--sample-rate", type=_sample_rate, default=None, metavar="N|auto",
+        help="PCM rate; auto (default) reads it from one non-streamed wav request",
+    )  # fmt: skip
+    audio.add_argument("--expected-sample-rate", type=int, help="mismatch is an error (exit 2)")
+    audio.add_argument("--save-audio", metavar="DIR", help="write each scored utterance as WAV")
+    audio.add_argument("--threshold", type=float, default=0.1, help="continuity threshold, s")
+    p.add_argument("--out-dir", required=True, help="records.jsonl and summary.json go here")
+    return p
+
+
+def options_from_args(args: argparse.Namespace) -> BenchOptions:
+    base_url = args.base_url or f"http://{args.host}:{args.port}"
+    speaker = args.speaker
+    if speaker is None and args.task_type == "CustomVoice" and not args.voice:
+        speaker = "joe"
+    return BenchOptions(
+        base_url=base_url,
+        model=args.model,
+        task_type=args.task_type,
+        speaker=speaker,
+        voice=args.voice,
+        ref_audio=args.ref_audio,
+        ref_text=args.ref_text,
+        instructions=args.instructions,
+        language=args.language or None,
+        max_new_tokens=args.max_new_tokens,
+        stream_format=args.stream_format,
+        response_format=args.response_format,
+        sample_rate=args.sample_rate,
+        expected_sample_rate=args.expected_sample_rate,
+        concurrency=args.concurrency,
+        request_rate=args.request_rate,
+        requests=args.requests,
+        warmup=args.warmup,
+        seed=args.seed,
+        timeout_s=args.timeout,
+        save_audio_dir=args.save_audio,
+        max_error_rate=args.max_error_rate,
+        threshold_s=args.threshold,
+        register_voice=args.register_voice,
+    )
+
+
+def exit_status(summary: dict[str, Any], max_error_rate: float) -> int:
+    """1 when nothing succeeded or the scored error rate is above the limit, else 0."""
+    if not summary.get("n_ok"):
+        return 1
+    return 1 if (summary.get("error_rate") or 0.0) > max_error_rate else 0
+
+
+class _Progress:
+    """`\\r`-rewritten progress line on a terminal, at most 10 times a second."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int, failed: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self.last < 0.1:
+            return
+        self.last = now
+        self.stream.write(f"\r{PROG}: {done}/{total} done, {failed} failed ")
+        if done == total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        prompts = load_prompts(args.texts_jsonl)
+        opts = options_from_args(args)
+        validate_options(opts)
+    except (PromptError, OptionsError) as exc:
+        parser.error(str(exc))
+    progress = _Progress(sys.stderr) if sys.stderr.isatty() else None
+    try:
+        summary = run_benchmark(opts, prompts, Path(args.out_dir), progress)
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted; finished requests are in {args.out_dir}", file=sys.stderr)
+        return 130
+    except SampleRateError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except BenchError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
+    status = exit_status(summary, opts.max_error_rate)
+    rtfx = summary.get("rtfx")
+    print(
+        f"{PROG}: {summary['n_ok']}/{summary['n_scored']} ok, "
+        f"error rate {summary['error_rate']:.3f}, "
+        f"rtfx {rtfx:.2f}, continuity {summary['continuity_pct'] or 0:.1f}%"
+        if rtfx is not None
+        else f"{PROG}: {summary['n_ok']}/{summary['n_scored']} ok",
+        file=sys.stderr,
+    )
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

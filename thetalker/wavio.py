@@ -1,0 +1,135 @@
+"""WAV files as the speech API uses them: 16-bit PCM in a RIFF container.
+
+A streamed `wav` response starts with a 44-byte header whose size fields are 0xFFFFFFFF
+(the length is unknown when it is sent); its sample rate (offset 24) and channel count
+(offset 22) are the only reliable statement of a server's rate, which is why the client
+reads them. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "WAV_HEADER_BYTES",
+    "STREAMING_SIZE",
+    "WavError",
+    "WavInfo",
+    "parse_wav_header",
+    "build_wav_header",
+    "wav_bytes",
+    "write_wav",
+    "read_wav",
+    "wav_data_uri",
+]
+
+WAV_HEADER_BYTES = 44
+# Size value a streaming server writes when it does not know the length yet.
+STREAMING_SIZE = 0xFFFFFFFF
+
+
+class WavError(ValueError):
+    """Bytes that are not a WAV this project can read; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class WavInfo:
+    sample_rate: int
+    channels: int
+    bits_per_sample: int
+    data_offset: int  # where the PCM starts in the file
+    data_bytes: int | None  # None when the header says "unknown" (streaming)
+
+
+def parse_wav_header(buf: bytes, source: str = "wav") -> WavInfo:
+    """Read the format and the position of the data from a RIFF/WAVE buffer.
+
+    Walks the chunk list, so headers longer than 44 bytes (LIST chunks) work; `buf` may be
+    just the header. Raises WavError naming `source` for anything else.
+    """
+    if len(buf) < 12 or buf[:4] != b"RIFF" or buf[8:12] != b"WAVE":
+        raise WavError(f"{source}: not a RIFF/WAVE header")
+    pos = 12
+    fmt: tuple[int, int, int, int] | None = None
+    while pos + 8 <= len(buf):
+        chunk_id = buf[pos : pos + 4]
+        (size,) = struct.unpack_from("<I", buf, pos + 4)
+        body = pos + 8
+        if chunk_id == b"fmt ":
+            if size < 16 or body + 16 > len(buf):
+                raise WavError(f"{source}: fmt chunk too short")
+            audio_format, channels, rate, _, _, bits = struct.unpack_from("<HHIIHH", buf, body)
+            fmt = (audio_format, channels, rate, bits)
+        elif chunk_id == b"data":
+            if fmt is None:
+                raise WavError(f"{source}: data chunk before fmt chunk")
+            audio_format, channels, rate, bits = fmt
+            # 0xFFFE is WAVE_FORMAT_EXTENSIBLE, used by some writers for plain PCM.
+            if audio_format not in (1, 0xFFFE):
+                raise WavError(f"{source}: audio format {audio_format} is not PCM")
+            if rate <= 0 or channels <= 0:
+                raise WavError(f"{source}: bad format (rate {rate}, channels {channels})")
+            data_bytes = None if size in (STREAMING_SIZE, 0x7FFFFFFF) else size
+            return WavInfo(rate, channels, bits, body, data_bytes)
+        if size == STREAMING_SIZE:
+            break
+        pos = body + size + (size & 1)  # chunks are word aligned
+    raise WavError(f"{source}: no data chunk in the header")
+
+
+def build_wav_header(
+    sample_rate: int, data_bytes: int | None = None, channels: int = 1, bits: int = 16
+) -> bytes:
+    """The canonical 44-byte header; `data_bytes=None` writes the streaming sizes."""
+    block_align = channels * bits // 8
+    data_size = STREAMING_SIZE if data_bytes is None else data_bytes
+    riff_size = STREAMING_SIZE if data_bytes is None else 36 + data_bytes
+    return struct.pack(
+        "<4sI4s4sIHHIIHH4sI",
+        b"RIFF",
+        riff_size,
+        b"WAVE",
+        b"fmt ",
+        16,
+        1,
+        channels,
+        sample_rate,
+        sample_rate * block_align,
+        block_align,
+        bits,
+        b"data",
+        data_size,
+    )
+
+
+def wav_bytes(pcm: bytes, sample_rate: int, channels: int = 1) -> bytes:
+    return build_wav_header(sample_rate, len(pcm), channels) + pcm
+
+
+def write_wav(
+    path: str | os.PathLike[str], pcm: bytes, sample_rate: int, channels: int = 1
+) -> Path:
+    """Write s16le PCM as a WAV file (parents created); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(wav_bytes(pcm, sample_rate, channels))
+    return path
+
+
+def read_wav(path: str | os.PathLike[str]) -> tuple[bytes, WavInfo]:
+    """The PCM and format of a WAV file."""
+    data = Path(path).read_bytes()
+    info = parse_wav_header(data, source=str(path))
+    end = len(data) if info.data_bytes is None else info.data_offset + info.data_bytes
+    return data[info.data_offset : end], info
+
+
+def wav_data_uri(path: str | os.PathLike[str]) -> str:
+    """`data:audio/wav;base64,...` of a WAV file (checked to be one), for `ref_audio`."""
+    data = Path(path).read_bytes()
+    parse_wav_header(data, source=str(path))
+    return "data:audio/wav;base64," + base64.b64encode(data).decode("ascii")
