@@ -1,0 +1,26 @@
+# TheTalker: streaming TTS serving benchmark. Table of contents only; the Python lives in
+# rules/common.smk and thetalker/. Default run: `snakemake --cores 2 results/tables/throughput.md`.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+report: "report/workflow.rst"
+
+
+include: "rules/common.smk"
+include: "rules/bench.smk"
+include: "rules/summary.smk"
+include: "rules/report.smk"
+
+
+# Quality (ASR / WER) rules go here: include: "rules/quality.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        get_final_output(),

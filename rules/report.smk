@@ -1,0 +1,83 @@
+# Tables and figures from results/points.csv: cheap, so they run where Snakemake runs.
+
+
+localrules:
+    tables,
+    figures,
+
+
+rule tables:
+    input:
+        "results/points.csv",
+    output:
+        throughput=report(
+            "results/tables/throughput.md",
+            category="Tables",
+            caption="../report/throughput_table.rst",
+        ),
+        continuity=report(
+            "results/tables/continuity.md",
+            category="Tables",
+            caption="../report/continuity_table.rst",
+        ),
+        ttfa=report(
+            "results/tables/ttfa.md",
+            category="Tables",
+            caption="../report/ttfa_table.rst",
+        ),
+        cost=report(
+            "results/tables/cost.md",
+            category="Tables",
+            caption="../report/cost_table.rst",
+        ),
+    log:
+        "results/logs/tables.log",
+    conda:
+        "../envs/report.yaml"
+    params:
+        models=MODELS,
+        systems=SYSTEMS,
+        headline=config["report"]["headline_concurrency"],
+        ratio=config["report"]["ratio"],
+        gpu_hour_usd=config["report"]["gpu_hour_usd"],
+        min_continuity_pct=config["report"]["min_continuity_pct"],
+    shell:
+        "python -m thetalker.report.tables --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --ratio {params.ratio} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} --throughput {output.throughput} --continuity {output.continuity} --ttfa {output.ttfa} --cost {output.cost} > {log} 2>&1"
+
+
+rule figures:
+    input:
+        "results/points.csv",
+    output:
+        throughput=report(
+            "results/figures/throughput.png",
+            category="Figures",
+            caption="../report/throughput_figure.rst",
+        ),
+        continuity=report(
+            "results/figures/continuity.png",
+            category="Figures",
+            caption="../report/continuity_figure.rst",
+        ),
+        ttfa=report(
+            "results/figures/ttfa.png",
+            category="Figures",
+            caption="../report/ttfa_figure.rst",
+        ),
+        cost=report(
+            "results/figures/cost.png",
+            category="Figures",
+            caption="../report/cost_figure.rst",
+        ),
+    log:
+        "results/logs/figures.log",
+    conda:
+        "../envs/report.yaml"
+    params:
+        models=MODELS,
+        systems=SYSTEMS,
+        headline=config["report"]["headline_concurrency"],
+        gpu_hour_usd=config["report"]["gpu_hour_usd"],
+        min_continuity_pct=config["report"]["min_continuity_pct"],
+    shell:
+        "python -m thetalker.report.figures --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} --throughput {output.throughput} --continuity {output.continuity} --ttfa {output.ttfa} --cost {output.cost} > {log} 2>&1"
