@@ -1,0 +1,431 @@
+"""Word error rate of synthesized speech, with honest intervals.
+
+A faster server that mumbles is not faster: this module turns transcripts (what Whisper
+heard) and references (what was sent) into the quality figures of docs/quality.md.
+Normalisation is Whisper's English text normaliser, per-sentence edits come from jiwer,
+the pooled WER is total edits over total reference words, and its interval is a
+bootstrap over sentences, numpy-vectorised and seeded so the same input always gives
+the same interval. A failed or empty utterance is all deletions: never dropped.
+
+Pure functions over plain rows (dicts of `TRANSCRIPT_FIELDS`) and numpy arrays; the
+only I/O is the CLI (`main`): `score` writes wer.json, `compare` writes the paired
+difference of two systems over the same sentences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "TRANSCRIPT_FIELDS",
+    "N_RESAMPLES",
+    "CONFIDENCE",
+    "SEED",
+    "HIGH_WER_PCT",
+    "TranscriptError",
+    "normalize",
+    "normalizer_version",
+    "sentence_edits",
+    "pooled_wer",
+    "bootstrap_interval",
+    "paired_bootstrap_difference",
+    "summarize",
+    "format_pm",
+    "read_transcripts",
+    "transcripts_meta_path",
+    "read_transcripts_meta",
+    "main",
+]
+
+# Required in every line of transcripts.jsonl (written by thetalker.asr).
+TRANSCRIPT_FIELDS = (
+    "sample_id",
+    "reference",
+    "hypothesis",
+    "reference_norm",
+    "hypothesis_norm",
+    "substitutions",
+    "deletions",
+    "insertions",
+    "reference_words",
+    "audio_s",
+    "ok",
+)
+
+N_RESAMPLES = 10_000
+CONFIDENCE = 0.95
+SEED = 0
+# A sentence above this WER is listed by id: usually a broken utterance, not a slip.
+HIGH_WER_PCT = 50.0
+# Bound the (resamples x sentences) index matrix to about 16 MB per block.
+_BLOCK_CELLS = 2_000_000
+
+
+class TranscriptError(ValueError):
+    """Transcripts that cannot be scored; the message names the file, line or ids."""
+
+
+@lru_cache(maxsize=1)
+def _normalizer() -> Any:
+    from whisper_normalizer.english import EnglishTextNormalizer
+
+    return EnglishTextNormalizer()
+
+
+# Typographic quotes: Whisper's normaliser expands "doesn't" but not "doesn’t" (it drops
+# the ’ as a symbol and leaves "doesn t"), so a prompt typed with ’ would score an error.
+_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
+
+
+def normalize(text: str) -> str:
+    """Whisper's English normalisation (spelling, numbers, contractions, punctuation),
+    after mapping typographic quotes to ASCII ones."""
+    return " ".join(_normalizer()((text or "").translate(_QUOTES)).split())
+
+
+def normalizer_version() -> str:
+    return f"whisper-normalizer {_version('whisper-normalizer')} EnglishTextNormalizer"
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def sentence_edits(reference_norm: str, hypothesis_norm: str) -> dict[str, int]:
+    """Word edits of one sentence (jiwer); both texts already normalised.
+
+    An empty hypothesis is all deletions; an empty reference is all insertions.
+    """
+    import jiwer
+
+    ref_words = reference_norm.split()
+    hyp_words = hypothesis_norm.split()
+    if not ref_words or not hyp_words:
+        # jiwer handles these too; spelled out so the rule is visible.
+        return {
+            "substitutions": 0,
+            "deletions": len(ref_words),
+            "insertions": len(hyp_words),
+            "reference_words": len(ref_words),
+        }
+    out = jiwer.process_words(" ".join(ref_words), " ".join(hyp_words))
+    return {
+        "substitutions": int(out.substitutions),
+        "deletions": int(out.deletions),
+        "insertions": int(out.insertions),
+        "reference_words": len(ref_words),
+    }
+
+
+def _edits(row: Mapping[str, Any]) -> int:
+    return int(row["substitutions"]) + int(row["deletions"]) + int(row["insertions"])
+
+
+def pooled_wer(edits: Sequence[int] | np.ndarray, ref_words: Sequence[int] | np.ndarray) -> float:
+    """Total edits / total reference words, in percent (nan when there are no words)."""
+    total_ref = float(np.sum(ref_words))
+    return 100.0 * float(np.sum(edits)) / total_ref if total_ref > 0 else float("nan")
+
+
+def _resampled_wers(
+    edits: np.ndarray, ref_words: np.ndarray, idx_rng: np.random.Generator, n_resamples: int
+) -> np.ndarray:
+    """Pooled WER (percent) of `n_resamples` resamples of the sentences, with replacement."""
+    n = edits.size
+    block = max(1, _BLOCK_CELLS // max(n, 1))
+    out = np.empty(n_resamples)
+    for start in range(0, n_resamples, block):
+        stop = min(start + block, n_resamples)
+        idx = idx_rng.integers(0, n, size=(stop - start, n))
+        e = edits[idx].sum(axis=1)
+        r = ref_words[idx].sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start:stop] = np.where(r > 0, 100.0 * e / np.maximum(r, 1), np.nan)
+    return out
+
+
+def _interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return float("nan"), float("nan")
+    low, high = np.percentile(finite, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+def _check_bootstrap_args(n_resamples: int, confidence: float) -> None:
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+
+
+def bootstrap_interval(
+    edits: Sequence[int] | np.ndarray,
+    ref_words: Sequence[int] | np.ndarray,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the pooled WER (percent) over sentences.
+
+    Sentences are resampled with replacement `n_resamples` times (numpy Generator seeded
+    with `seed`); the bounds are the (1-confidence)/2 and 1-(1-confidence)/2 percentiles,
+    linear interpolation. A resample with no reference words has no WER and is left out.
+    No sentences: (nan, nan).
+    """
+    _check_bootstrap_args(n_resamples, confidence)
+    e = np.asarray(edits, dtype=np.int64)
+    r = np.asarray(ref_words, dtype=np.int64)
+    if e.shape != r.shape or e.ndim != 1:
+        raise ValueError(f"edits and ref_words must be 1-D of one length: {e.shape} vs {r.shape}")
+    if e.size == 0:
+        return float("nan"), float("nan")
+    wers = _resampled_wers(e, r, np.random.default_rng(seed), n_resamples)
+    return _interval(wers, confidence)
+
+
+def _by_id(rows: Sequence[Mapping[str, Any]], label: str) -> dict[str, Mapping[str, Any]]:
+    out: dict[str, Mapping[str, Any]] = {}
+    dupes = []
+    for row in rows:
+        sid = str(row["sample_id"])
+        if sid in out:
+            dupes.append(sid)
+        out[sid] = row
+    if dupes:
+        raise TranscriptError(f"{label}: duplicate sample_id(s) {_ids(dupes)}")
+    return out
+
+
+def _ids(ids: Sequence[str], limit: int = 10) -> str:
+    shown = ", ".join(sorted(ids)[:limit])
+    return shown + (f" ... ({len(ids)} in all)" if len(ids) > limit else "")
+
+
+def paired_bootstrap_difference(
+    a: Sequence[Mapping[str, Any]],
+    b: Sequence[Mapping[str, Any]],
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+) -> dict[str, Any]:
+    """Interval of WER(a) - WER(b) (percentage points) over the same sentences.
+
+    Rows are matched by `sample_id`; each resample draws the same sentences for both
+    systems, so sentence difficulty cancels out. The sets of ids must be equal and each
+    id unique; otherwise TranscriptError names the ids that do not match.
+    """
+    _check_bootstrap_args(n_resamples, confidence)
+    by_a, by_b = _by_id(a, "a"), _by_id(b, "b")
+    only_a = sorted(set(by_a) - set(by_b))
+    only_b = sorted(set(by_b) - set(by_a))
+    if only_a or only_b:
+        parts = [f"only in a: {_ids(only_a)}" if only_a else "", f"only in b: {_ids(only_b)}"]
+        raise TranscriptError("sentences do not match; " + "; ".join(p for p in parts if p))
+    ids = sorted(by_a)
+    if not ids:
+        raise TranscriptError("no sentences to compare")
+    differ = [i for i in ids if by_a[i].get("reference_norm") != by_b[i].get("reference_norm")]
+    if differ:
+        raise TranscriptError(f"same sample_id, different reference text: {_ids(differ)}")
+    ea = np.array([_edits(by_a[i]) for i in ids], dtype=np.int64)
+    eb = np.array([_edits(by_b[i]) for i in ids], dtype=np.int64)
+    ra = np.array([int(by_a[i]["reference_words"]) for i in ids], dtype=np.int64)
+    rb = np.array([int(by_b[i]["reference_words"]) for i in ids], dtype=np.int64)
+    # One draw of indices for both systems: that is what makes the bootstrap paired.
+    rng = np.random.default_rng(seed)
+    block = max(1, _BLOCK_CELLS // len(ids))
+    diffs = np.empty(n_resamples)
+    for start in range(0, n_resamples, block):
+        stop = min(start + block, n_resamples)
+        idx = rng.integers(0, len(ids), size=(stop - start, len(ids)))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            wa = np.where(ra[idx].sum(1) > 0, 100.0 * ea[idx].sum(1) / ra[idx].sum(1), np.nan)
+            wb = np.where(rb[idx].sum(1) > 0, 100.0 * eb[idx].sum(1) / rb[idx].sum(1), np.nan)
+        diffs[start:stop] = wa - wb
+    low, high = _interval(diffs, confidence)
+    wer_a, wer_b = pooled_wer(ea, ra), pooled_wer(eb, rb)
+    return {
+        "wer_a": wer_a,
+        "wer_b": wer_b,
+        "difference": wer_a - wer_b,
+        "ci_low": low,
+        "ci_high": high,
+        "half_width": (high - low) / 2.0,
+        # The interval excluding 0 is the "significant" reading of a paired bootstrap.
+        "excludes_zero": bool(low > 0 or high < 0),
+        "n_sentences": len(ids),
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "confidence": confidence,
+    }
+
+
+def format_pm(value: float, half_width: float) -> str:
+    """`x.xx ± y.yy`, the one way a WER is printed."""
+    return f"{value:.2f} ± {half_width:.2f}"
+
+
+def summarize(
+    transcripts: Sequence[Mapping[str, Any]],
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The content of wer.json for one (system, model).
+
+    `meta` (the transcripts' sidecar: ASR model and versions) is copied under `asr`.
+    """
+    edits = np.array([_edits(r) for r in transcripts], dtype=np.int64)
+    refs = np.array([int(r["reference_words"]) for r in transcripts], dtype=np.int64)
+    wer = pooled_wer(edits, refs)
+    low, high = bootstrap_interval(edits, refs, n_resamples, seed, confidence)
+    half = (high - low) / 2.0
+    scored = refs > 0
+    per_sentence = 100.0 * edits[scored] / refs[scored]
+    ids = [str(r["sample_id"]) for r in transcripts]
+    above = [
+        sid
+        for sid, e, r in zip(ids, edits, refs, strict=True)
+        if r > 0 and 100.0 * e / r > HIGH_WER_PCT
+    ]
+    return {
+        "wer": wer,
+        "ci_low": low,
+        "ci_high": high,
+        "half_width": half,
+        "wer_pm": format_pm(wer, half),
+        "confidence": confidence,
+        "per_sentence_mean": float(per_sentence.mean()) if per_sentence.size else float("nan"),
+        "n_sentences": len(ids),
+        "n_failed": sum(1 for r in transcripts if not r.get("ok")),
+        "n_above_50pct": len(above),
+        "ids_above_50pct": above,
+        "substitutions": int(sum(int(r["substitutions"]) for r in transcripts)),
+        "deletions": int(sum(int(r["deletions"]) for r in transcripts)),
+        "insertions": int(sum(int(r["insertions"]) for r in transcripts)),
+        "reference_words": int(refs.sum()),
+        "audio_s": float(sum(float(r.get("audio_s") or 0.0) for r in transcripts)),
+        "sample_ids": ids,
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "normalizer": normalizer_version(),
+        "jiwer": _version("jiwer"),
+        "asr": dict(meta or {}),
+    }
+
+
+def read_transcripts(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Rows of a transcripts.jsonl; a bad line raises TranscriptError naming file:line."""
+    path = Path(path)
+    rows = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TranscriptError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise TranscriptError(f"{path}:{lineno}: a transcript must be a JSON object")
+            missing = [f for f in TRANSCRIPT_FIELDS if f not in row]
+            if missing:
+                raise TranscriptError(f"{path}:{lineno}: lacks field(s) {', '.join(missing)}")
+            rows.append(row)
+    return rows
+
+
+def transcripts_meta_path(transcripts_path: str | os.PathLike[str]) -> Path:
+    """transcripts.jsonl -> transcripts.meta.json (the ASR model and versions)."""
+    p = Path(transcripts_path)
+    return p.with_name(p.name.removesuffix(".jsonl") + ".meta.json")
+
+
+def read_transcripts_meta(transcripts_path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The sidecar of a transcripts file, or {} when there is none."""
+    meta = transcripts_meta_path(transcripts_path)
+    if not meta.exists():
+        return {}
+    try:
+        return json.loads(meta.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(f"{meta}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+
+
+def _write_json(path: str | os.PathLike[str], data: Any) -> None:
+    from thetalker.records import write_json
+
+    # NaN (no reference words) is written as null: strict JSON readers reject NaN.
+    write_json(path, json.loads(json.dumps(data), parse_constant=lambda _: None))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m thetalker.wer", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def boot(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--n-resamples", type=int, default=N_RESAMPLES)
+        sp.add_argument("--seed", type=int, default=SEED)
+        sp.add_argument("--confidence", type=float, default=CONFIDENCE)
+        sp.add_argument("--out", required=True, help="JSON file to write")
+
+    score = sub.add_parser("score", help="pooled WER and its bootstrap interval -> wer.json")
+    score.add_argument("--transcripts", required=True, help="transcripts.jsonl (thetalker.asr)")
+    score.add_argument("--system", help="label stored in wer.json (default: none)")
+    score.add_argument("--model", help="label stored in wer.json (default: none)")
+    boot(score)
+    cmp_ = sub.add_parser("compare", help="paired bootstrap of WER(a) - WER(b)")
+    cmp_.add_argument("--a", required=True, help="transcripts.jsonl of system a")
+    cmp_.add_argument("--b", required=True, help="transcripts.jsonl of system b")
+    boot(cmp_)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "score":
+            rows = read_transcripts(args.transcripts)
+            meta = read_transcripts_meta(args.transcripts)
+            out = summarize(rows, args.n_resamples, args.seed, args.confidence, meta)
+            out = {"system": args.system, "model": args.model, **out}
+            print(f"WER {out['wer_pm']} % over {out['n_sentences']} sentences", file=sys.stderr)
+        else:
+            out = paired_bootstrap_difference(
+                read_transcripts(args.a),
+                read_transcripts(args.b),
+                args.n_resamples,
+                args.seed,
+                args.confidence,
+            )
+            out = {"a": str(args.a), "b": str(args.b), **out}
+            print(
+                f"WER(a) - WER(b) = {out['difference']:.2f} "
+                f"[{out['ci_low']:.2f}, {out['ci_high']:.2f}] points",
+                file=sys.stderr,
+            )
+    except (TranscriptError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    _write_json(args.out, out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
