@@ -2,6 +2,11 @@
 # Start a real single-node Slurm cluster on this machine (root, no systemd), for the
 # test that runs the workflow through `--profile profiles/slurm`. Recipe: docs/cluster.md.
 set -euo pipefail
+# Already running (a developer's session): leave it alone and do not claim it.
+if sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then
+    echo "slurm: already up"
+    exit 0
+fi
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
@@ -46,7 +51,11 @@ echo "NodeName=localhost Name=gpu File=/dev/fakegpu[0-1]" > /etc/slurm/gres.conf
 /usr/sbin/slurmctld
 /usr/sbin/slurmd -N localhost
 for _ in $(seq 1 120); do
-    [ "$(sinfo -h -o %T 2>/dev/null)" = idle ] && { echo "slurm: up"; exit 0; }
+    if [ "$(sinfo -h -o %T 2>/dev/null)" = idle ]; then
+        touch /run/thetalker-slurm-started   # slurm-down.sh stops only what we started
+        echo "slurm: up"
+        exit 0
+    fi
     sleep 0.5
 done
 echo "slurm: node did not become idle" >&2
