@@ -5,11 +5,13 @@ each stream as chunks on an exact schedule and logs each chunk's real send time
 (`perf_counter`, system-wide). Per concurrency level the same load is received twice in
 one run: by a bare timestamp loop (aiohttp, one clock read per chunk end, no bookkeeping:
 the floor) and by `thetalker.client.arun_benchmark`. For each, the error of measured
-arrival deltas against the server's send deltas (p50, p99, max, ms) and the client
-process's CPU seconds per stream.
+arrival deltas against the server's send deltas (p50, p99, max, ms) and the client's
+CPU seconds per stream (its own process plus the helper processes it started and reaped:
+the record writer, workers). With `--workers K` the client is also run with K worker
+processes (a third row per level).
 
     python benchmarks/client_fidelity.py                 # 1, 64, 256 streams
-    python benchmarks/client_fidelity.py --levels 1 64 256 1024 --write-readme
+    python benchmarks/client_fidelity.py --levels 1 64 256 1024 --workers 2 --write-readme
     python benchmarks/client_fidelity.py --loop asyncio  # the default event loop
 """
 
@@ -22,6 +24,7 @@ import json
 import os
 import platform
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -113,6 +116,13 @@ def _errors_ms(measured: dict[str, list[float]], sent: dict[str, list[float]]) -
     return np.asarray(out) * 1000.0
 
 
+def _cpu_s() -> float:
+    """This process's CPU plus that of its reaped children (writer process, workers; the
+    scripted server is reaped only at the end, so it is not counted)."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + kids.ru_utime + kids.ru_stime
+
+
 def _stats(err_ms: np.ndarray, cpu_s: float, n: int) -> dict[str, float]:
     return {
         "p50_ms": float(np.percentile(err_ms, 50)),
@@ -122,26 +132,17 @@ def _stats(err_ms: np.ndarray, cpu_s: float, n: int) -> dict[str, float]:
     }
 
 
-def measure_level(
-    base_url: str, n: int, loop: str, workdir: Path, min_streams: int
-) -> dict[str, dict]:
-    """n streams in flight; at least `min_streams` in all (a single stream is one sample)."""
-    total = max(n, min_streams)
-    texts = [f"bare-{n}-{i}" for i in range(total)]
-    cpu0 = time.process_time()
-    bare = _run(loop, _bare_loop(base_url, texts, n))
-    bare_cpu = time.process_time() - cpu0
-    bare_err = _errors_ms(bare, _server_log(base_url))
-
-    prompts = [Prompt(f"c{i}", f"client-{n}-{i}") for i in range(total)]
+def _measure_client(
+    base_url: str, n: int, total: int, loop: str, out: Path, workers: int
+) -> dict[str, float]:
+    prompts = [Prompt(f"c{i}", f"client-{n}-{workers}-{i}") for i in range(total)]
     opts = BenchOptions(
         base_url=base_url, concurrency=n, requests=total, warmup=0, sample_rate=24000,
-        speaker=None, language=None, timeout_s=120.0,
+        speaker=None, language=None, timeout_s=120.0, workers=workers,
     )  # fmt: skip
-    out = workdir / f"c{n}"
-    cpu0 = time.process_time()
+    cpu0 = _cpu_s()
     _run(loop, arun_benchmark(opts, prompts, out))
-    client_cpu = time.process_time() - cpu0
+    client_cpu = _cpu_s() - cpu0
     records = {r["text"]: r for r in read_records(out / "records.jsonl")}
     failed = [t for t, r in records.items() if not r["ok"]]
     if failed:
@@ -149,11 +150,28 @@ def measure_level(
             f"{len(failed)} client requests failed, e.g. {records[failed[0]]['error']}"
         )
     client = {t: r["chunk_arrival_s"] for t, r in records.items()}
-    client_err = _errors_ms(client, _server_log(base_url))
-    return {
+    return _stats(_errors_ms(client, _server_log(base_url)), client_cpu, total)
+
+
+def measure_level(
+    base_url: str, n: int, loop: str, workdir: Path, min_streams: int, workers: int = 0
+) -> dict[str, dict]:
+    """n streams in flight; at least `min_streams` in all (a single stream is one sample).
+    `workers` > 1: also the client spread over that many processes."""
+    total = max(n, min_streams)
+    texts = [f"bare-{n}-{i}" for i in range(total)]
+    cpu0 = _cpu_s()
+    bare = _run(loop, _bare_loop(base_url, texts, n))
+    bare_cpu = _cpu_s() - cpu0
+    bare_err = _errors_ms(bare, _server_log(base_url))
+    result = {
         "bare": _stats(bare_err, bare_cpu, total),
-        "client": _stats(client_err, client_cpu, total),
+        "client": _measure_client(base_url, n, total, loop, workdir / f"c{n}", 1),
     }
+    if workers > 1 and n >= workers:
+        out = workdir / f"c{n}w{workers}"
+        result[f"client {workers}w"] = _measure_client(base_url, n, total, loop, out, workers)
+    return result
 
 
 def _table(results: dict[int, dict[str, dict]], loop: str) -> str:
@@ -162,8 +180,7 @@ def _table(results: dict[int, dict[str, dict]], loop: str) -> str:
         "|---:|---|---|---:|---:|---:|---:|---:|",
     ]
     for n, res in results.items():
-        for who in ("bare", "client"):
-            s = res[who]
+        for who, s in res.items():
             ratio = s["p99_ms"] / res["bare"]["p99_ms"] if res["bare"]["p99_ms"] else float("nan")
             lines.append(
                 f"| {n} | {loop} | {who} | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | "
@@ -185,12 +202,12 @@ def _start_server() -> tuple[subprocess.Popen[str], str]:
     return proc, f"http://127.0.0.1:{match.group(1)}"
 
 
-def _write_readme(table: str, loop: str, levels: list[int]) -> None:
+def _write_readme(table: str, loop: str, levels: list[int], load: str) -> None:
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     section = (
         f"{BEGIN}\nLast run: {dt.date.today().isoformat()}, {machine}, event loop {loop}, "
-        f"levels {', '.join(map(str, levels))}; server and client on the same cores "
-        f"(shared with other work at the time).\n\n{table}\n{END}"
+        f"levels {', '.join(map(str, levels))}; server and client on the same cores, "
+        f"shared with other work (load average {load}).\n\n{table}\n{END}"
     )
     text = README.read_text(encoding="utf-8") if README.exists() else ""
     if BEGIN in text and END in text:
@@ -207,15 +224,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 64, 256])
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
     parser.add_argument("--min-streams", type=int, default=8, help="streams per level, at least")
+    parser.add_argument("--workers", type=int, default=0, help="also the client with K workers")
     parser.add_argument("--write-readme", action="store_true", help="keep the table in README")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]
     proc, base_url = _start_server()
     results: dict[int, dict[str, dict]] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for n in args.levels:
-                results[n] = measure_level(base_url, n, args.loop, Path(tmp), args.min_streams)
+                results[n] = measure_level(
+                    base_url, n, args.loop, Path(tmp), args.min_streams, args.workers
+                )
                 print(f"{n} streams done", file=sys.stderr)
     finally:
         proc.terminate()
@@ -225,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
     if args.write_readme:
-        _write_readme(table, args.loop, args.levels)
+        load = f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+        _write_readme(table, args.loop, args.levels, load)
     return 0
 
 

@@ -11,6 +11,7 @@ or the server could not be used; 2 for bad arguments (one line on stderr); 130 o
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import time
 from pathlib import Path
@@ -69,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--seed", type=int, default=42, help="fixes prompt order and arrivals")
     load.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     load.add_argument("--max-error-rate", type=float, default=0.05)
+    load.add_argument(
+        "--workers", type=int, default=1, metavar="K",
+        help="spread the scored streams over K processes (warmup runs once, here); "
+        "for ~1000 streams on a many-core client host",
+    )  # fmt: skip
     body = p.add_argument_group("request body")
     body.add_argument("--task-type", default="CustomVoice", choices=TASK_TYPES)
     body.add_argument("--speaker", default=None, help="CustomVoice speaker (default: joe)")
@@ -90,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     audio.add_argument("--expected-sample-rate", type=int, help="mismatch is an error (exit 2)")
     audio.add_argument("--save-audio", metavar="DIR", help="write each scored utterance as WAV")
+    audio.add_argument(
+        "--save-audio-count", type=int, metavar="N",
+        help="with --save-audio: only the first N scored requests (by sending order)",
+    )  # fmt: skip
     audio.add_argument("--threshold", type=float, default=0.1, help="continuity threshold, s")
     p.add_argument("--out-dir", required=True, help="records.jsonl and summary.json go here")
     return p
@@ -122,6 +132,8 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         seed=args.seed,
         timeout_s=args.timeout,
         save_audio_dir=args.save_audio,
+        save_audio_count=args.save_audio_count,
+        workers=args.workers,
         max_error_rate=args.max_error_rate,
         threshold_s=args.threshold,
         register_voice=args.register_voice,
@@ -168,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"\n{PROG}: interrupted; finished requests are in {args.out_dir}", file=sys.stderr)
         return 130
+    except asyncio.CancelledError:  # SIGTERM during a --workers run
+        print(f"\n{PROG}: terminated; finished requests are in {args.out_dir}", file=sys.stderr)
+        return 143
     except SampleRateError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2

@@ -10,7 +10,12 @@ The receive path does as little as possible, because everything done between two
 reads delays the next timestamp: per piece of body it stamps `time.perf_counter()` once and
 appends to three lists. Grouping pieces into the server's chunks (`end_of_http_chunk`),
 SSE decoding, WAV header checks, the figures of `thetalker.metrics`, saving audio and the
-fsynced JSONL write all happen afterwards, in a writer thread.
+fsynced JSONL write all happen afterwards, in a writer thread (from `_PROCESS_SINK_FROM`
+streams, in a writer process, so it shares no GIL with the receive loop).
+
+`workers > 1` spreads the scored requests over spawned processes after the warmup; they
+stamp the same system-wide `perf_counter` and send finished records back to the parent,
+the one writer of records.jsonl.
 
 Failures are data: each becomes a record with `ok: false` and an `error` of a type from
 `thetalker.records.ERROR_TYPES`, and the run goes on. Schema: docs/records.md.
@@ -24,10 +29,12 @@ import bisect
 import contextlib
 import dataclasses
 import json
+import multiprocessing
 import os
 import queue
 import random
 import re
+import signal
 import threading
 import time
 from collections import Counter
@@ -40,7 +47,13 @@ import aiohttp
 
 from thetalker import metrics
 from thetalker.prompts import Prompt, ordered_prompts
-from thetalker.records import SCHEMA_VERSION, append_record, error_info, write_json
+from thetalker.records import (
+    SCHEMA_VERSION,
+    append_record,
+    error_info,
+    read_records,
+    write_json,
+)
 from thetalker.voice_cli import normalize_base_url, register_voice
 from thetalker.wavio import WavError, parse_wav_header, wav_data_uri, write_wav
 
@@ -66,6 +79,9 @@ STREAM_FORMATS = ("audio", "sse")
 RESPONSE_FORMATS = ("pcm", "wav")  # the only two the API streams
 _ERROR_BODY_LIMIT = 64 * 1024
 _JSON_HEADERS = {"Content-Type": "application/json"}
+# Streams from which records are built in a process of their own (benchmarks/README.md):
+# below it the writer thread costs the timeline nothing measurable, and a process its start.
+_PROCESS_SINK_FROM = 256
 
 ProgressFn = Callable[[int, int, int], None]  # (scored done, scored total, failed so far)
 
@@ -99,6 +115,9 @@ class BenchOptions:
     max_error_rate: float = 0.05  # the CLI's exit policy; recorded in the summary
     threshold_s: float = metrics.CONTINUITY_THRESHOLD_S
     register_voice: str | None = None  # upload ref_audio/ref_text as this voice, then use it
+    # Additions (defaults keep the documented behaviour):
+    save_audio_count: int | None = None  # save only the first N scored requests' audio
+    workers: int = 1  # processes the scored requests are spread over (1 = this process)
 
 
 class BenchError(RuntimeError):
@@ -129,6 +148,13 @@ def validate_options(opts: BenchOptions) -> None:
         bad("requests", f"must be at least 1 (got {opts.requests})")
     if opts.warmup < 0:
         bad("warmup", f"must be 0 or more (got {opts.warmup})")
+    if not isinstance(opts.workers, int) or opts.workers < 1:
+        bad("workers", f"must be a positive integer (got {opts.workers!r})")
+    if opts.save_audio_count is not None:
+        if not isinstance(opts.save_audio_count, int) or opts.save_audio_count < 0:
+            bad("save_audio_count", f"must be 0 or more (got {opts.save_audio_count!r})")
+        if opts.save_audio_dir is None:
+            bad("save_audio_count", "needs save_audio_dir")
     if opts.request_rate is not None and not opts.request_rate > 0:
         bad("request_rate", f"must be > 0 (got {opts.request_rate})")
     if not opts.timeout_s > 0:
@@ -414,6 +440,7 @@ class _RunContext:
     t_origin: float
     sample_rate: int = 0
     save_dir: Path | None = None
+    save_below_index: int | None = None  # save audio of requests with a smaller index only
 
 
 def _audio_path(ctx: _RunContext, ex: _Exchange) -> Path:
@@ -462,7 +489,8 @@ def _build_record(ctx: _RunContext, ex: _Exchange) -> dict[str, Any]:
     else:
         t_connect = 0.0 if trace.get("reused") else None
     audio_path = None
-    if ok and not ex.warmup and ctx.save_dir is not None:
+    wanted = ctx.save_below_index is None or ex.request_index < ctx.save_below_index
+    if ok and not ex.warmup and ctx.save_dir is not None and wanted:
         path = write_wav(_audio_path(ctx, ex), pcm, rate)
         audio_path = _display_path(path, ctx.out_dir)
     return {
@@ -505,25 +533,37 @@ def _display_path(path: Path, out_dir: Path) -> str:
 
 
 class _RecordSink:
-    """Builds and appends records in a thread of its own, off the event loop."""
+    """Builds and appends records in a thread of its own, off the event loop.
 
-    def __init__(self, path: Path, ctx: _RunContext) -> None:
+    `put` takes an exchange (built here) or a record a worker process built already. With
+    `forward` (a worker's sink) records go to that callable instead of a file."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        ctx: _RunContext,
+        forward: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.records: list[dict[str, Any]] = []
-        self._fh = path.open("w", encoding="utf-8")
-        self._queue: queue.SimpleQueue[_Exchange | None] = queue.SimpleQueue()
+        self._forward = forward
+        self._fh = path.open("w", encoding="utf-8") if path is not None else None
+        self._queue: queue.SimpleQueue[_Exchange | dict[str, Any] | None] = queue.SimpleQueue()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="thetalker-records", daemon=True)
         self._thread.start()
 
-    def put(self, ex: _Exchange) -> None:
+    def put(self, ex: _Exchange | dict[str, Any]) -> None:
         self._queue.put(ex)
 
     def _run(self) -> None:
         while (ex := self._queue.get()) is not None:
             try:
-                record = _build_record(self.ctx, ex)
-                append_record(self._fh, record)
+                record = ex if isinstance(ex, dict) else _build_record(self.ctx, ex)
+                if self._fh is not None:
+                    append_record(self._fh, record)
+                if self._forward is not None:
+                    self._forward(record)
                 self.records.append(record)
             except BaseException as exc:  # reported by close(); later records still written
                 self._error = self._error or exc
@@ -531,10 +571,106 @@ class _RecordSink:
     def close(self) -> list[dict[str, Any]]:
         self._queue.put(None)
         self._thread.join()
-        self._fh.close()
+        if self._fh is not None:
+            self._fh.close()
         if self._error is not None:
             raise BenchError(f"writing records failed: {_describe(self._error)}")
         return sorted(self.records, key=lambda r: r["request_index"])
+
+
+class _ProcessSink:
+    """Builds and appends records in a process of its own, at a lower CPU priority.
+
+    From `_PROCESS_SINK_FROM` streams up, building records in a thread (metrics, JSON,
+    fsync: ~1 ms per request) competes with the receive loop for the GIL and delays its
+    timestamps; in another process it does not, and the OS runs it when the receive loop
+    is idle. The exchanges cross over an unbounded `multiprocessing.Queue` (pickled by its
+    feeder thread, so `put` never blocks the loop). Same interface as `_RecordSink`."""
+
+    def __init__(self, path: Path, ctx: _RunContext) -> None:
+        self.ctx = ctx
+        self.path = path
+        mp = multiprocessing.get_context("spawn")
+        self._queue = mp.Queue()
+        self._done = mp.Queue()
+        self._sent_ctx = False
+        path.open("w", encoding="utf-8").close()  # the file exists from the start
+        self._proc = mp.Process(
+            target=_sink_process_main,
+            args=(str(path), self._queue, self._done),
+            name="thetalker-records",
+            daemon=True,
+        )
+        self._proc.start()
+        self._ready = False
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Block until the writer process has started (its imports cost ~1 s of CPU that
+        must not overlap the scored requests); call it when nothing is in flight."""
+        if not self._ready:
+            with contextlib.suppress(queue.Empty):
+                self._done.get(timeout=timeout_s)
+            self._ready = True
+
+    def put(self, ex: _Exchange | dict[str, Any]) -> None:
+        if not self._sent_ctx:  # complete (sample rate known) once requests finish
+            self._queue.put(self.ctx)
+            self._sent_ctx = True
+        self._queue.put(ex)
+
+    def close(self) -> list[dict[str, Any]]:
+        self._queue.put(None)
+        error: str | None = "the record writer process ended without a word"
+        while True:
+            try:
+                message = self._done.get(timeout=0.5)
+            except queue.Empty:
+                if not self._proc.is_alive():
+                    break
+                continue
+            if message != ("ready",):
+                error = message[0]
+                break
+        self._proc.join(10)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join()
+        self._queue.close()
+        if error is not None:
+            raise BenchError(f"writing records failed: {error}")
+        records = list(read_records(self.path))
+        return sorted(records, key=lambda r: r["request_index"])
+
+
+def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
+    """The record writer process: exchanges in, fsynced JSONL lines out, until None."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it, after its records
+    with contextlib.suppress(OSError):
+        os.nice(10)
+    parent = os.getppid()
+    done.put(("ready",))
+    error: str | None = None
+    ctx: _RunContext | None = None
+    with open(path, "a", encoding="utf-8") as fh:
+        while True:
+            try:
+                item = inbox.get(timeout=1.0)
+            except queue.Empty:
+                if os.getppid() != parent:  # the parent was killed outright
+                    break
+                continue
+            if item is None:
+                break
+            if isinstance(item, _RunContext):
+                ctx = item
+                continue
+            try:
+                assert ctx is not None
+                record = item if isinstance(item, dict) else _build_record(ctx, item)
+                append_record(fh, record)
+            except BaseException as exc:  # reported by close(); later records still written
+                error = error or _describe(exc)
+    done.put((error,))
 
 
 async def probe_sample_rate(
@@ -597,6 +733,254 @@ async def _open_loop(
                 await asyncio.sleep(wait)
             group.create_task(send(item, due))
             offset += rng.expovariate(request_rate)
+
+
+# -- workers: the scored requests spread over processes ---------------------------------
+
+
+@dataclass(frozen=True)
+class _WorkerPlan:
+    """What one worker process runs: its share of the scored requests, in sending order."""
+
+    worker_id: int
+    opts: BenchOptions
+    out_dir: str
+    t_origin: float  # the parent's clock origin: perf_counter is system-wide on Linux
+    sample_rate: int
+    save_below_index: int | None
+    ref_uri: str | None
+    items: tuple[tuple[int, Prompt, float | None], ...]  # (request_index, prompt, due offset)
+    concurrency: int  # closed loop: this worker's share of the streams
+
+
+def _effective_workers(opts: BenchOptions) -> int:
+    """Workers that would get something to do: no more than requests (closed loop: streams)."""
+    k = min(opts.workers, opts.requests)
+    return k if opts.request_rate is not None else min(k, opts.concurrency)
+
+
+def _arrival_offsets(n: int, request_rate: float, seed: int) -> list[float]:
+    """The open loop's Poisson schedule, drawn exactly as `_open_loop` draws it."""
+    rng = random.Random(f"thetalker.arrivals:{seed}")
+    offsets: list[float] = []
+    offset = 0.0
+    for _ in range(n):
+        offsets.append(offset)
+        offset += rng.expovariate(request_rate)
+    return offsets
+
+
+def _split_items(
+    items: Sequence[tuple[int, Prompt, bool]], opts: BenchOptions, k: int
+) -> list[tuple[list[tuple[int, Prompt, float | None]], int]]:
+    """Per worker: (its requests, its concurrency). Request i goes to worker i mod k, so
+    each queue keeps the seeded order; open loop: the schedule is computed once, here."""
+    if opts.request_rate is not None:
+        offsets: list[float | None] = list(
+            _arrival_offsets(len(items), opts.request_rate, opts.seed)
+        )
+    else:
+        offsets = [None] * len(items)
+    plans = []
+    for w in range(k):
+        share = opts.concurrency // k + (1 if w < opts.concurrency % k else 0)
+        mine = [(i, p, o) for (i, p, _), o in zip(items[w::k], offsets[w::k], strict=True)]
+        plans.append((mine, share))
+    return plans
+
+
+def _worker_main(plan: _WorkerPlan, results: Any, go: Any, t_go: Any) -> None:
+    """A worker process (spawned): run its share, send each record back to the parent."""
+    # A terminal's Ctrl-C reaches the whole process group: the parent alone decides and
+    # stops the workers with SIGTERM, so their in-flight requests are recorded as cancelled.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(_worker_run(plan, results, go, t_go))
+    except asyncio.CancelledError:
+        pass
+    except BaseException as exc:  # reported by the parent, which stops the run
+        results.put(("error", plan.worker_id, _describe(exc)))
+    finally:
+        results.put(("done", plan.worker_id, None))
+
+
+async def _worker_run(plan: _WorkerPlan, results: Any, go: Any, t_go: Any) -> None:
+    opts = plan.opts
+    main = asyncio.current_task()
+    assert main is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
+    parent = os.getppid()
+
+    async def watch_parent() -> None:  # a parent killed outright leaves no orphan sending
+        while os.getppid() == parent:
+            await asyncio.sleep(0.5)
+        main.cancel()
+
+    watchdog = asyncio.create_task(watch_parent())
+    save_dir = Path(opts.save_audio_dir) if opts.save_audio_dir is not None else None
+    ctx = _RunContext(
+        opts, Path(plan.out_dir), plan.t_origin, plan.sample_rate, save_dir, plan.save_below_index
+    )
+    sink = _RecordSink(None, ctx, forward=lambda r: results.put(("record", plan.worker_id, r)))
+    encoder = _BodyEncoder(opts, plan.ref_uri)
+    url = f"{normalize_base_url(opts.base_url)}/v1/audio/speech"
+    sse = opts.stream_format == "sse"
+    open_loop = opts.request_rate is not None
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0 if open_loop else plan.concurrency),
+        trace_configs=[_connect_trace()],
+        timeout=aiohttp.ClientTimeout(total=None),
+    )
+
+    async def send(item: tuple[int, Prompt, bool], scheduled: float | None) -> None:
+        ex = _Exchange(item[0], item[1], False, scheduled)
+        try:
+            await _receive(session, url, encoder.encode(item[1].text), opts.timeout_s, sse, ex)
+        except asyncio.CancelledError:
+            ex.failure = ("cancelled", "the run stopped before this request finished")
+            sink.put(ex)
+            raise
+        sink.put(ex)
+
+    try:
+        async with session:
+            results.put(("ready", plan.worker_id, None))
+            while not go.is_set():
+                await asyncio.sleep(0.002)
+            start = t_go.value
+            if open_loop:
+                async with asyncio.TaskGroup() as group:
+                    for index, prompt, offset in plan.items:
+                        due = start + (offset or 0.0)
+                        while (wait := due - time.perf_counter()) > 0:
+                            await asyncio.sleep(wait)
+                        group.create_task(send((index, prompt, False), due))
+            else:
+                while (wait := start - time.perf_counter()) > 0:
+                    await asyncio.sleep(wait)
+                mine = [(i, p, False) for i, p, _ in plan.items]
+                await _closed_loop(mine, plan.concurrency, send)
+    finally:
+        watchdog.cancel()
+        sink.close()
+
+
+def _max_overlap(intervals: Sequence[tuple[float, float]]) -> int:
+    """Most intervals open at once (ends sort before starts at the same time)."""
+    events = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+async def _run_workers(
+    opts: BenchOptions,
+    ctx: _RunContext,
+    ref_uri: str | None,
+    items: Sequence[tuple[int, Prompt, bool]],
+    sink: _RecordSink,
+    state: dict[str, int],
+    progress: ProgressFn | None,
+) -> None:
+    """The scored requests over `opts.workers` processes; their records come back here and
+    go through the run's one sink (one records.jsonl, fsynced). Cancellation (Ctrl-C,
+    SIGTERM) stops every worker, keeps their records, and goes on."""
+    mp = multiprocessing.get_context("spawn")  # no fork of a process with threads and a loop
+    results = mp.Queue()
+    go = mp.Event()
+    t_go = mp.RawValue("d", 0.0)
+    k = _effective_workers(opts)
+    procs = []
+    for w, (mine, share) in enumerate(_split_items(items, opts, k)):
+        plan = _WorkerPlan(
+            w, opts, str(ctx.out_dir), ctx.t_origin, ctx.sample_rate, ctx.save_below_index,
+            ref_uri, tuple(mine), share,
+        )  # fmt: skip
+        procs.append(
+            mp.Process(
+                target=_worker_main,
+                args=(plan, results, go, t_go),
+                name=f"thetalker-worker-{w}",
+                daemon=True,
+            )
+        )
+    pending, ready = set(range(k)), set()
+    errors: list[str] = []
+    spans: list[tuple[float, float]] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                kind, wid, payload = results.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "ready":
+                ready.add(wid)
+            elif kind == "record":
+                sink.put(payload)
+                spans.append((payload["t_submit_s"], payload["t_submit_s"] + payload["wall_s"]))
+                state["done"] += 1
+                state["failed"] += not payload["ok"]
+                if progress is not None:
+                    progress(state["done"], opts.requests, state["failed"])
+            elif kind == "error":
+                errors.append(f"worker {wid}: {payload}")
+            else:
+                pending.discard(wid)
+
+    def reap_dead() -> None:
+        for w in list(pending):
+            if procs[w].exitcode is not None:
+                drain()  # what it sent before exiting
+                if w in pending:
+                    pending.discard(w)
+                    errors.append(f"worker {w} exited with status {procs[w].exitcode}")
+
+    loop = asyncio.get_running_loop()
+    term_handled = False
+    task = asyncio.current_task()
+    if task is not None and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        # SIGTERM stops the run like Ctrl-C; a handler the caller set is left alone.
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+            term_handled = True
+    try:
+        for proc in procs:
+            proc.start()
+        while pending and not errors:
+            drain()
+            if not go.is_set() and len(ready) == k:
+                t_go.value = time.perf_counter() + 0.02  # one start, on the shared clock
+                go.set()
+            reap_dead()
+            await asyncio.sleep(0.01)
+    finally:
+        if term_handled:
+            loop.remove_signal_handler(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # Stop what still runs; wait (blocking: nothing else runs here) for its records.
+        for w in pending:
+            if procs[w].is_alive():
+                procs[w].terminate()
+        deadline = time.monotonic() + 15.0
+        while pending and time.monotonic() < deadline:
+            drain()
+            reap_dead()
+            time.sleep(0.01)
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+            if proc.pid is not None:
+                proc.join(5)
+        drain()
+        results.close()
+        results.join_thread()
+        state["max_in_flight"] = max(state["max_in_flight"], _max_overlap(spans))
+    if errors:
+        raise BenchError("; ".join(errors))
 
 
 def _options_dict(opts: BenchOptions) -> dict[str, Any]:
@@ -667,6 +1051,8 @@ async def arun_benchmark(
     ctx = _RunContext(opts, out_dir, time.perf_counter())
     if opts.save_audio_dir is not None:
         ctx.save_dir = Path(opts.save_audio_dir)
+        if opts.save_audio_count is not None:  # the first N scored, by sending order
+            ctx.save_below_index = opts.warmup + opts.save_audio_count
         ctx.save_dir.mkdir(parents=True, exist_ok=True)
     open_loop = opts.request_rate is not None
     # Open loop sends on schedule: a pool limit would queue requests and hide the lag.
@@ -676,7 +1062,11 @@ async def arun_benchmark(
         trace_configs=[_connect_trace()],
         timeout=aiohttp.ClientTimeout(total=None),  # per request, by asyncio.timeout
     )
-    sink = _RecordSink(out_dir / "records.jsonl", ctx)
+    sink: _RecordSink | _ProcessSink
+    if _effective_workers(opts) == 1 and (open_loop or opts.concurrency >= _PROCESS_SINK_FROM):
+        sink = _ProcessSink(out_dir / "records.jsonl", ctx)
+    else:
+        sink = _RecordSink(out_dir / "records.jsonl", ctx)
     rate_source = "explicit" if opts.sample_rate else "auto"
     scored_total = opts.requests
     state = {"done": 0, "failed": 0, "in_flight": 0, "max_in_flight": 0}
@@ -729,7 +1119,11 @@ async def arun_benchmark(
                 await _closed_loop(warm_items, opts.concurrency, send)
             scored = ordered_prompts(prompts, opts.requests, opts.seed)
             items = [(len(warm) + i, p, False) for i, p in enumerate(scored)]
-            if opts.request_rate is not None:
+            if isinstance(sink, _ProcessSink):
+                sink.wait_ready()  # nothing in flight: the warmup is over
+            if _effective_workers(opts) > 1:
+                await _run_workers(opts, ctx, ref_uri, items, sink, state, progress)
+            elif opts.request_rate is not None:
                 await _open_loop(items, opts.request_rate, opts.seed, send)
             else:
                 await _closed_loop(items, opts.concurrency, send)
