@@ -11,6 +11,9 @@ rule bench:
         summaries=expand(
             "results/runs/{{system}}/{{model}}/c{n}/summary.json", n=CONCURRENCY
         ),
+        provenance=expand(
+            "results/runs/{{system}}/{{model}}/c{n}/provenance.json", n=CONCURRENCY
+        ),
     log:
         bench="results/logs/{system}/{model}/bench.log",
         server="results/logs/{system}/{model}/server.log",

@@ -4,6 +4,7 @@
 localrules:
     tables,
     figures,
+    provenance_table,
 
 
 rule tables:
@@ -81,3 +82,33 @@ rule figures:
         min_continuity_pct=config["report"]["min_continuity_pct"],
     shell:
         "python -m thetalker.report.figures --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} --throughput {output.throughput} --continuity {output.continuity} --ttfa {output.ttfa} --cost {output.cost} > {log} 2>&1"
+
+
+# Where each point's numbers came from: one row per speed point in provenance.md, and every
+# point's full provenance.json copied (as {system}_{model}_c{N}.json) into the report.
+rule provenance_table:
+    input:
+        get_all_provenance,
+    output:
+        table=report(
+            "results/tables/provenance.md",
+            category="Provenance",
+            caption="../report/provenance.rst",
+        ),
+        points=report(
+            directory("results/provenance"),
+            patterns=["{point}.json"],
+            category="Provenance",
+            subcategory="provenance.json of each point",
+            caption="../report/provenance.rst",
+            labels={"point": "{point}"},
+        ),
+    log:
+        "results/logs/provenance_table.log",
+    conda:
+        "../envs/report.yaml"
+    shell:
+        "(python -m thetalker.report.provenance_table --out {output.table} {input}"
+        " && mkdir -p {output.points}"
+        " && for f in {input}; do p=${{f#results/runs/}}; p=${{p%/provenance.json}};"
+        ' cp "$f" "{output.points}/$(echo "$p" | tr / _).json"; done) > {log} 2>&1'

@@ -1,4 +1,9 @@
-# Every load point, recomputed from records.jsonl alone.
+# Every load point, recomputed from records.jsonl alone. Cheap: it runs where Snakemake runs
+# (a localrule, never submitted to a cluster).
+
+
+localrules:
+    points,
 
 
 rule points:

