@@ -258,3 +258,13 @@ def test_openai_whisper_loads_a_checkpoint_file(run_dir: Path, tmp_path: Path) -
     info = backend.describe()
     assert info["model"] == str(ckpt)
     assert info["versions"]["openai-whisper"]
+
+
+def test_device_choice_maps_to_a_compute_type() -> None:
+    assert asr.faster_whisper_device("cpu") == ("cpu", "int8")
+    assert asr.faster_whisper_device("cuda") == ("cuda", "float16")
+    # No GPU on this machine: auto falls back to the CPU, as the ASR job does here.
+    import ctranslate2
+
+    expected = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+    assert asr.faster_whisper_device("auto")[0] == expected

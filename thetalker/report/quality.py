@@ -71,7 +71,8 @@ def _provenance(cells: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[str]
         asr = data.get("asr") or {}
         versions = ", ".join(f"{k} {v}" for k, v in (asr.get("versions") or {}).items() if v)
         line = (
-            f"ASR: {asr.get('backend', 'unknown')} model {asr.get('model', 'unknown')}"
+            f"ASR: {asr.get('backend', 'unknown')} model "
+            f"{asr.get('model_name') or asr.get('model', 'unknown')}"
             + (f" ({versions})" if versions else "")
             + f"; normaliser: {data.get('normalizer', 'unknown')}"
             + f"; {data.get('n_resamples', '?')} bootstrap resamples, seed {data.get('seed', '?')}"
