@@ -1,13 +1,15 @@
 """Audio containers the server writes and reads: WAV headers, FLAC, and WAV duration.
 
-Kept inside the server package so that it needs nothing but the standard library (and
-`soundfile`, optionally, for FLAC).
+WAV headers come from `thetalker.wavio` (the client parses what the server writes with the
+same module); FLAC needs `soundfile`, optionally.
 """
 
 from __future__ import annotations
 
 import io
 import struct
+
+from thetalker.wavio import STREAMING_SIZE, build_wav_header, wav_bytes
 
 __all__ = [
     "STREAMING_SIZE",
@@ -19,39 +21,15 @@ __all__ = [
     "wav_duration_s",
 ]
 
-# A streamed WAV cannot know its length: RIFF and data sizes are this, as vllm-omni writes them.
-STREAMING_SIZE = 0xFFFFFFFF
-
 
 class AudioFormatError(ValueError):
     """An audio file the server cannot read (message says why)."""
 
 
-def wav_header(sample_rate: int, data_bytes: int = STREAMING_SIZE, channels: int = 1) -> bytes:
-    """The 44-byte RIFF header of s16le PCM; `data_bytes` defaults to the streaming marker."""
-    riff_size = STREAMING_SIZE if data_bytes == STREAMING_SIZE else 36 + data_bytes
-    block_align = 2 * channels
-    return struct.pack(
-        "<4sI4s4sIHHIIHH4sI",
-        b"RIFF",
-        riff_size,
-        b"WAVE",
-        b"fmt ",
-        16,
-        1,  # PCM
-        channels,
-        sample_rate,
-        sample_rate * block_align,
-        block_align,
-        16,
-        b"data",
-        data_bytes,
-    )
-
-
-def wav_bytes(pcm: bytes, sample_rate: int) -> bytes:
-    """A complete mono s16le WAV file."""
-    return wav_header(sample_rate, len(pcm)) + pcm
+def wav_header(sample_rate: int, data_bytes: int | None = None, channels: int = 1) -> bytes:
+    """The 44-byte RIFF header of s16le PCM; no `data_bytes` writes the streaming sizes
+    (0xFFFFFFFF, as vllm-omni does). One implementation, shared with the client."""
+    return build_wav_header(sample_rate, data_bytes, channels)
 
 
 def flac_available() -> bool:
