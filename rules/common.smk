@@ -7,6 +7,8 @@ from thetalker import workflow_config as wfc
 
 validate(config, "../config/schema.yaml")
 wfc.check_config(config)
+# Prompts, deploy files and the reference clip, before any server starts.
+wfc.check_inputs(config)
 wfc.check_quality(config)
 
 SYSTEMS = list(config["systems"])

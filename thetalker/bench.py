@@ -214,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         run_job(job, args.out_dir, args.server_log)
+    except KeyboardInterrupt:  # Ctrl-C: the server is stopped and the records kept already
+        print(f"interrupted; finished requests are in {args.out_dir}", file=sys.stderr)
+        return 130
     except Exception as exc:  # one clear line (plus a server log tail when there is one)
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

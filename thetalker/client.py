@@ -55,7 +55,13 @@ from thetalker.records import (
     write_json,
 )
 from thetalker.voice_cli import normalize_base_url, register_voice
-from thetalker.wavio import WavError, parse_wav_header, wav_data_uri, write_wav
+from thetalker.wavio import (
+    WavError,
+    check_reference_clip,
+    parse_wav_header,
+    wav_data_uri,
+    write_wav,
+)
 
 __all__ = [
     "TASK_TYPES",
@@ -179,6 +185,12 @@ def validate_options(opts: BenchOptions) -> None:
         bad("instructions", f"at most 500 characters (got {len(opts.instructions)})")
     if opts.ref_audio is not None and not Path(opts.ref_audio).is_file():
         bad("ref_audio", f"no such file: {opts.ref_audio}")
+    if opts.ref_audio is not None and Path(opts.ref_audio).is_file():
+        # The speech API takes 1 to 30 s; refuse here rather than fail every request later.
+        try:
+            check_reference_clip(opts.ref_audio)
+        except WavError as exc:
+            bad("ref_audio", str(exc))
     if opts.register_voice is not None and not opts.ref_audio:
         bad("register_voice", "needs ref_audio (and ref_text) to upload")
     if not opts.base_url.startswith(("http://", "https://")):

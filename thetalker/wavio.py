@@ -24,6 +24,9 @@ __all__ = [
     "wav_bytes",
     "write_wav",
     "read_wav",
+    "wav_seconds",
+    "check_reference_clip",
+    "REFERENCE_CLIP_S",
     "wav_data_uri",
 ]
 
@@ -126,6 +129,26 @@ def read_wav(path: str | os.PathLike[str]) -> tuple[bytes, WavInfo]:
     info = parse_wav_header(data, source=str(path))
     end = len(data) if info.data_bytes is None else info.data_offset + info.data_bytes
     return data[info.data_offset : end], info
+
+
+def wav_seconds(path: str | os.PathLike[str]) -> float:
+    """Duration of a WAV file's audio in seconds (raises WavError naming the file)."""
+    pcm, info = read_wav(path)
+    frame = max(1, info.channels * info.bits_per_sample // 8)
+    return len(pcm) / frame / info.sample_rate
+
+
+# What the speech API accepts as a reference clip (vllm-omni answers 400 outside it).
+REFERENCE_CLIP_S = (1.0, 30.0)
+
+
+def check_reference_clip(path: str | os.PathLike[str]) -> float:
+    """The clip's duration, or WavError naming the file when it is no WAV or outside 1-30 s."""
+    seconds = wav_seconds(path)
+    low, high = REFERENCE_CLIP_S
+    if not low <= seconds <= high:
+        raise WavError(f"{path} is {seconds:.2f} s; a reference clip must be {low:g} to {high:g} s")
+    return seconds
 
 
 def wav_data_uri(path: str | os.PathLike[str]) -> str:

@@ -28,6 +28,7 @@ __all__ = [
     "TABLES",
     "FIGURES",
     "check_config",
+    "check_inputs",
     "concurrency_points",
     "request_counts",
     "deploy_file",
@@ -391,3 +392,54 @@ def quality_targets(config: Mapping[str, Any]) -> list[str]:
     if quality["at_speed_points"]:
         targets.append("results/tables/wer_load.md")
     return targets
+
+
+# The local server serves exactly one model name (thetalker.server.app.SERVED_MODEL_NAME;
+# not imported here so parsing the workflow does not load the server's dependencies).
+LOCAL_MODEL_ID = "piper-joe"
+
+
+def check_inputs(config: Mapping[str, Any]) -> None:
+    """The files a run reads, checked before any job starts (a bad one would otherwise fail
+    a bench job after its server started): the prompts parse, every deploy file exists, the
+    local launcher serves its one model, and the reference clip (1 to 30 s) and transcript
+    of cloning models are there. Paths are relative to the working directory. Raises
+    ConfigError: one line naming the field and the file (and its line)."""
+    from thetalker.prompts import PromptError, load_prompts
+    from thetalker.wavio import WavError, check_reference_clip
+
+    try:
+        load_prompts(config["prompts"])
+    except PromptError as exc:
+        raise ConfigError(f"config field prompts: {exc}") from None
+    for model, spec in config["models"].items():
+        for system, sys_spec in config["systems"].items():
+            if sys_spec["launcher"] == "local" and spec["model_id"] != LOCAL_MODEL_ID:
+                raise ConfigError(
+                    f"config field models.{model}.model_id: unknown model {spec['model_id']!r} "
+                    f"for system {system!r} (the local server serves only {LOCAL_MODEL_ID!r})"
+                )
+            deploy = deploy_file(config, system, model)
+            if deploy and not Path(deploy).is_file():
+                known = sorted(p.stem for p in Path(deploy).parent.glob("*.yaml"))
+                raise ConfigError(
+                    f"config field models.{model}.deploy: {deploy} does not exist "
+                    f"(deploy names: {', '.join(known) or 'none'})"
+                )
+        if not _uses_reference(config, model):
+            continue
+        reference = config.get("reference") or {}
+        audio = Path(reference.get("audio", "reference/ref.wav"))
+        text = Path(reference.get("text", "reference/ref.txt"))
+        for field, path in (("audio", audio), ("text", text)):
+            if not path.is_file():
+                raise ConfigError(
+                    f"config field reference.{field}: {path} does not exist "
+                    f"(needed by models.{model}.voice.clone)"
+                )
+        try:
+            check_reference_clip(audio)
+        except WavError as exc:
+            raise ConfigError(f"config field reference.audio: {exc}") from None
+        if not text.read_text(encoding="utf-8", errors="replace").strip():
+            raise ConfigError(f"config field reference.text: {text} is empty")
