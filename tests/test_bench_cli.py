@@ -75,6 +75,22 @@ def test_expected_sample_rate_mismatch_exits_2(
     assert "24000 Hz" in err and "48000 Hz" in err
 
 
+def test_deploy_name_gives_the_expected_rate(
+    scripted_server: ScriptedServer, prompts_file: Path, tmp_path: Path, capsys
+):
+    # voxcpm2 streams at 48 kHz; the scripted server answers at 24 kHz
+    argv = ["--base-url", scripted_server.base_url, "--texts-jsonl", str(prompts_file),
+            "--deploy", "batch32", "--out-dir", str(tmp_path / "o")]  # fmt: skip
+    assert main(argv) == 2
+    assert "48000 Hz" in capsys.readouterr().err
+    argv[argv.index("batch32")] = "no-such-model"
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "no-such-model" in err and "qwen3tts17b" in err and err.count("\n") == 1
+
+
 def test_unreachable_server_exits_1(prompts_file: Path, tmp_path: Path, capsys):
     argv = ["--port", str(_free_port()), "--texts-jsonl", str(prompts_file),
             "--out-dir", str(tmp_path / "o"), "--timeout", "5"]  # fmt: skip

@@ -95,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="PCM rate; auto (default) reads it from one non-streamed wav request",
     )  # fmt: skip
     audio.add_argument("--expected-sample-rate", type=int, help="mismatch is an error (exit 2)")
+    audio.add_argument(
+        "--deploy", metavar="NAME",
+        help="deploy name (thetalker-deploy): its sample rate is the expected one",
+    )  # fmt: skip
     audio.add_argument("--save-audio", metavar="DIR", help="write each scored utterance as WAV")
     audio.add_argument(
         "--save-audio-count", type=int, metavar="N",
@@ -103,6 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
     audio.add_argument("--threshold", type=float, default=0.1, help="continuity threshold, s")
     p.add_argument("--out-dir", required=True, help="records.jsonl and summary.json go here")
     return p
+
+
+def _expected_sample_rate(args: argparse.Namespace) -> int | None:
+    """--expected-sample-rate, else the rate of the --deploy name's model."""
+    if args.expected_sample_rate is not None or not args.deploy:
+        return args.expected_sample_rate
+    from thetalker.deploy import UnknownDeployError, resolve
+
+    try:
+        return resolve(args.deploy).sample_rate
+    except UnknownDeployError as exc:
+        raise OptionsError(f"--deploy: {exc}") from None
 
 
 def options_from_args(args: argparse.Namespace) -> BenchOptions:
@@ -124,7 +140,7 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         stream_format=args.stream_format,
         response_format=args.response_format,
         sample_rate=args.sample_rate,
-        expected_sample_rate=args.expected_sample_rate,
+        expected_sample_rate=_expected_sample_rate(args),
         concurrency=args.concurrency,
         request_rate=args.request_rate,
         requests=args.requests,
