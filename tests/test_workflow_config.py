@@ -194,3 +194,13 @@ def test_job_maps_onto_server_spec_and_client_options(workdir):
     opts = bench_options(qwen, "http://127.0.0.1:1", 4, None)
     assert (opts.task_type, opts.speaker, opts.voice) == ("CustomVoice", "ryan", None)
     assert (opts.requests, opts.warmup, opts.seed) == (200, 8, 42)
+
+    # MOSS-TTS speaks with the clip registered once: a Base (cloning) request naming it.
+    moss = parse_job(wfc.bench_job(config, "vllm-omni", "moss"))
+    opts = bench_options(moss, "http://127.0.0.1:1", 1, None)
+    assert (opts.task_type, opts.voice, opts.ref_audio, opts.ref_text) == (
+        "Base",
+        "ref",
+        None,
+        None,
+    )

@@ -127,8 +127,9 @@ def bench_options(
     return BenchOptions(
         base_url=base_url,
         model=job["model_id"],
-        # Cloning inline is the Base task; otherwise the client's default.
-        task_type=voice.get("task_type") or ("Base" if clone == "inline" else "CustomVoice"),
+        # Cloning, inline or from the registered voice, is the Base task (the speech API
+        # rejects ref_text for any other); a built-in speaker is CustomVoice.
+        task_type=voice.get("task_type") or ("Base" if clone else "CustomVoice"),
         speaker=voice.get("speaker"),
         voice=voice.get("name", "ref") if clone == "registered" else None,
         ref_audio=job["ref_audio"] if clone == "inline" else None,
