@@ -46,11 +46,12 @@ MPS_STARTED=0
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
-    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
-        # The server runs in its own process group: stop its stage workers with it.
+    if [ -n "$SERVER_PID" ]; then
+        # The server runs in its own process group: stop its stage workers with it, also
+        # when the server itself already exited and left them holding the GPU.
         kill -TERM -- "-$SERVER_PID" 2>/dev/null || true
         for _ in $(seq $((GRACE_S * 10))); do
-            kill -0 "$SERVER_PID" 2>/dev/null || break
+            kill -0 -- "-$SERVER_PID" 2>/dev/null || break
             sleep 0.1
         done
         kill -KILL -- "-$SERVER_PID" 2>/dev/null || true
@@ -106,5 +107,4 @@ set +e
 wait "$SERVER_PID"
 status=$?
 set -e
-SERVER_PID=
 exit "$status"

@@ -4,7 +4,6 @@ errors."""
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import pytest
 
 from tests.scripted_server import Script, ScriptedServer
 from thetalker.bench_cli import exit_status, main
+from thetalker.launch import free_port
 from thetalker.records import read_json, read_records
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,12 +25,6 @@ def prompts_file(tmp_path: Path) -> Path:
     lines = [f'{{"sample_id": "s{i}", "text": "sentence number {i}"}}' for i in range(4)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_a_run_writes_records_and_summary(
@@ -92,7 +86,7 @@ def test_deploy_name_gives_the_expected_rate(
 
 
 def test_unreachable_server_exits_1(prompts_file: Path, tmp_path: Path, capsys):
-    argv = ["--port", str(_free_port()), "--texts-jsonl", str(prompts_file),
+    argv = ["--port", str(free_port()), "--texts-jsonl", str(prompts_file),
             "--out-dir", str(tmp_path / "o"), "--timeout", "5"]  # fmt: skip
     assert main(argv) == 1
     assert "sample-rate request" in capsys.readouterr().err

@@ -9,6 +9,7 @@ that fails one request or stalls on cue; the `vllm-omni` and MPS stand-ins
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import json
 import os
@@ -27,7 +28,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.processes import cmdline, pid_alive
 from tests.scripted_server import Script, start_scripted_server
+from tests.server_fixtures import start_local_server
+from thetalker.launch import free_port
 from thetalker.text import split_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,12 +43,6 @@ PIPER_RATE = 22050
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(args: list[str], timeout: float = 120, **kwargs) -> subprocess.CompletedProcess[str]:
@@ -103,17 +101,6 @@ def port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is gone for our purposes
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
-
-
 def speak_pcm(base_url: str, text: str) -> bytes:
     """A non-streamed pcm request: the reference audio for `text`."""
     body = json.dumps({"input": text, "speaker": "joe", "response_format": "pcm"}).encode()
@@ -128,26 +115,11 @@ def speak_pcm(base_url: str, text: str) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def local_server(tmp_path_factory) -> Iterator[str]:
-    log_path = tmp_path_factory.mktemp("serve-local") / "server.log"
-    port = free_port()
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [
-                "thetalker-serve-local",
-                *("--host", "127.0.0.1", "--port", str(port)),
-                *("--workers", "2", "--threads-per-worker", "1", "--deterministic"),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}", proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop_group(proc)
+def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A deterministic two-worker server for this module; its base URL."""
+    args = ["--workers", "2", "--threads-per-worker", "1", "--deterministic"]
+    with start_local_server(args, log_dir=tmp_path_factory.mktemp("serve-local")) as server:
+        yield server.base_url
 
 
 # -- the reference clip -----------------------------------------------------------------------
@@ -415,9 +387,9 @@ def test_serve_sh_moss_under_mps_with_the_vllm_omni_standin(tmp_path: Path) -> N
     try:
         wait_healthy(f"http://127.0.0.1:{port}", proc, timeout_s=60)
         group = _group_pids(proc.pid)
-        server = [p for p in group if "serve" in _cmdline(p) and "vllm-omni" in _cmdline(p)]
+        server = [p for p in group if "serve" in cmdline(p) and "vllm-omni" in cmdline(p)]
         assert len(server) == 1
-        argv = _cmdline(server[0])
+        argv = cmdline(server[0])
         assert "OpenMOSS-Team/MOSS-TTS" in argv and "--omni" in argv
         assert "--init-timeout 1800" in argv and "--stage-init-timeout 1800" in argv
         assert "moss.yaml" in argv
@@ -439,9 +411,35 @@ def test_serve_sh_moss_under_mps_with_the_vllm_omni_standin(tmp_path: Path) -> N
         stop_group(proc)
 
 
+@pytest.mark.skipif(
+    not (STANDINS / "vllm-omni").exists(), reason="tests/standins/vllm-omni not in the tree"
+)
+def test_serve_sh_stops_the_workers_of_a_server_that_died(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "PATH": f"{STANDINS}{os.pathsep}{os.environ['PATH']}",
+        "GRACE_S": "5",
+        "TMPDIR": str(tmp_path),
+        "STANDIN_MODE": "die",  # the server exits during startup, its stage workers stay
+        "STANDIN_WORKERS": "2",
+    }
+    proc = _start_serve_sh(["omnivoice", str(free_port())], env, tmp_path / "serve.log")
+    try:
+        assert proc.wait(60) == 3  # the server's own exit status
+        left = [p for p in _group_pids(proc.pid) if pid_alive(p)]
+        assert not left, f"left running: {[cmdline(p) for p in left]}"
+        assert "stage 1 worker started" in (tmp_path / "serve.log").read_text()
+    finally:
+        stop_group(proc)
+        for pid in _group_pids(proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def _group_pids(pid: int) -> list[int]:
-    """Every process in the script's session (its server has a group of its own)."""
-    sid = os.getsid(pid)
+    """Every process in the script's session (its server has a group of its own); the
+    script leads its session (start_new_session), which outlives it while members remain."""
+    sid = pid
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -451,13 +449,6 @@ def _group_pids(pid: int) -> list[int]:
             except (ProcessLookupError, PermissionError):
                 continue
     return pids
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def _environ(pid: int) -> dict[str, str]:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import pid_alive
 from thetalker.deploy import resolve
 from thetalker.launch import (
     VLLM_OMNI_STOCK_ENV,
@@ -40,15 +41,6 @@ REPO = Path(__file__).resolve().parents[1]
 STANDINS = REPO / "tests" / "standins"
 QWEN = resolve("qwen3tts17b")
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def pid_alive(pid: int) -> bool:
-    """Running (a zombie waiting for its parent counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def server_pids(log_path: Path) -> list[int]:

@@ -22,6 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.processes import cmdline, kill_pids, processes_in
+from tests.workflow_copy import REPO, SNAKEMAKE, smk, smk_env
+from tests.workflow_copy import copy_workflow as copy_workflow_files
 from thetalker import workflow_config as wfc
 
 __all__ = [
@@ -35,10 +38,6 @@ __all__ = [
     "tiny_config",
 ]
 
-REPO = Path(__file__).resolve().parents[1]
-STANDINS = REPO / "tests" / "standins"
-WORKFLOW_PARTS = ("Snakefile", "rules", "config", "report", "envs", "profiles", "prompts")
-SNAKEMAKE = shutil.which("snakemake") or "snakemake"
 POINT = Path("results/runs/local/piper-joe/c1")
 SERVER_LOG = Path("results/logs/local/piper-joe/server.log")
 
@@ -70,72 +69,16 @@ def tiny_config(requests: int = 2, **changes: object) -> dict:
 
 
 def copy_workflow(dest: Path, config: dict | None = None) -> Path:
-    """A copy of the workflow (deploy files and reference copied, not linked) at `dest`,
-    with `config` written as `tiny.yaml`."""
-    dest.mkdir(parents=True)
-    for part in WORKFLOW_PARTS:
-        src = REPO / part
-        if src.is_dir():
-            shutil.copytree(src, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, dest / part)
-    shutil.copytree(REPO / "deploy", dest / "deploy", symlinks=False)
-    shutil.copytree(REPO / "reference", dest / "reference", symlinks=False)
+    """A copy of the workflow at `dest`, with `config` written as `tiny.yaml`."""
+    copy_workflow_files(dest)
     if config is not None:
         (dest / "tiny.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return dest
 
 
-def smk_env() -> dict[str, str]:
-    return {**os.environ, "PATH": f"{STANDINS}{os.pathsep}{os.environ.get('PATH', '')}"}
-
-
-def smk(workdir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [SNAKEMAKE, *args],
-        cwd=workdir,
-        env=smk_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def processes_in(directory: Path) -> list[int]:
-    """Live PIDs whose working directory is inside `directory` (servers inherit the job's)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cwd = os.readlink(entry / "cwd")
-            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except OSError:
-            continue
-        if state in ("Z", "X"):
-            continue
-        if cwd == str(directory) or cwd.startswith(f"{directory}/"):
-            found.append(int(entry.name))
-    return found
-
-
 def server_pids_in(directory: Path) -> list[int]:
     """PIDs of local servers (`python -m thetalker.server`) started inside `directory`."""
-    return [pid for pid in processes_in(directory) if "thetalker.server" in _cmdline(pid)]
-
-
-def kill_pids(pids: list[int]) -> None:
-    """SIGKILL what a failed test left (by PID, never by name)."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    return [pid for pid in processes_in(directory) if "thetalker.server" in cmdline(pid)]
 
 
 def finished_lines(path: Path) -> list[dict]:
@@ -162,7 +105,7 @@ def workdir(tmp_path: Path) -> Iterator[Path]:
     deadline = time.monotonic() + 60
     while (leftovers := processes_in(dest)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    described = {pid: _cmdline(pid)[:200] for pid in leftovers}
+    described = {pid: cmdline(pid)[:200] for pid in leftovers}
     kill_pids(leftovers)
     assert not leftovers, f"processes left running in the workflow copy: {described}"
 

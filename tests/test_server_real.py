@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from tests.server_fixtures import LocalServer, local_server, start_local_server
+from tests.test_server_app import read_server_chunks
 from thetalker.server.formats import wav_bytes
 
 __all__ = ["local_server"]  # the fixture, imported so pytest finds it here
@@ -39,14 +40,7 @@ async def fetch(
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session,
         session.request(method, server.base_url + path, **kwargs) as resp,
     ):
-        chunks, current = [], b""
-        async for data, end_of_chunk in resp.content.iter_chunks():
-            current += data
-            if end_of_chunk and current:
-                chunks.append(current)
-                current = b""
-        if current:
-            chunks.append(current)
+        chunks = await read_server_chunks(resp)
         return resp.status, dict(resp.headers), b"".join(chunks), chunks
 
 

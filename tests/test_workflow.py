@@ -14,67 +14,21 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.processes import processes_in
+from tests.workflow_copy import REPO as ROOT
+from tests.workflow_copy import STANDINS, copy_workflow, smk
 from thetalker.metrics import summarize_point
 from thetalker.records import read_records
-
-ROOT = Path(__file__).resolve().parents[1]
-STANDINS = ROOT / "tests" / "standins"
-WORKFLOW_PARTS = (
-    "Snakefile",
-    "rules",
-    "config",
-    "report",
-    "envs",
-    "profiles",
-    "prompts",
-    "reference",
-    "deploy",
-)
-SNAKEMAKE = shutil.which("snakemake") or "snakemake"
 
 
 @pytest.fixture
 def workflow(tmp_path: Path) -> Path:
     """A copy of the workflow (deploy files copied, not linked) plus tests/configs as configs/."""
-    dest = tmp_path / "wf"
-    dest.mkdir()
-    for part in WORKFLOW_PARTS:
-        src = ROOT / part
-        if src.is_dir():
-            shutil.copytree(src, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, dest / part)
+    dest = copy_workflow(tmp_path / "wf")
     shutil.copytree(ROOT / "tests" / "configs", dest / "configs")
     yield dest
     leftovers = processes_in(dest)
     assert not leftovers, f"processes left running in the workflow copy: {leftovers}"
-
-
-def processes_in(directory: Path) -> list[int]:
-    """PIDs whose working directory is inside `directory` (servers inherit the job's cwd)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
-            continue
-        if cwd == str(directory) or cwd.startswith(f"{directory}/"):
-            found.append(int(entry.name))
-    return found
-
-
-def smk(workdir: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{STANDINS}{os.pathsep}{os.environ.get('PATH', '')}"}
-    return subprocess.run(
-        [SNAKEMAKE, *args],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def planned_jobs(output: str) -> list[tuple[str, dict[str, str], str]]:

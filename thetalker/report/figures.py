@@ -12,7 +12,6 @@ summaries; the price is `thetalker.metrics.point_cost`.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,12 +24,13 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FormatStrFormatter  # noqa: E402
 
-from thetalker.metrics import point_cost  # noqa: E402
 from thetalker.report.tables import (  # noqa: E402
-    PointsError,
-    load_points,
+    concurrency_levels,
+    load_points_or_report,
+    point_cost_at,
     point_summary,
     point_value,
+    report_parser,
 )
 
 __all__ = [
@@ -44,10 +44,6 @@ __all__ = [
 
 FIGSIZE = (8.0, 4.5)
 DPI = 120
-
-
-def _levels(points: pd.DataFrame) -> list[int]:
-    return sorted(int(c) for c in points["concurrency"].unique())
 
 
 def _save(fig: plt.Figure, out: Path) -> None:
@@ -77,7 +73,7 @@ def continuity_figure(
     points: pd.DataFrame, models: Sequence[str], systems: Sequence[str], out: Path
 ) -> None:
     fig, ax = plt.subplots(figsize=FIGSIZE)
-    levels = _levels(points)
+    levels = concurrency_levels(points)
     for model in models:
         for system in systems:
             ys = [point_value(points, model, system, c, "continuity_pct") for c in levels]
@@ -101,7 +97,7 @@ def ttfa_figure(
     out: Path,
 ) -> None:
     fig, ax = plt.subplots(figsize=FIGSIZE)
-    levels = _levels(points)
+    levels = concurrency_levels(points)
     for model in models:
         for system in systems:
             xs, ys, continuous = [], [], []
@@ -144,8 +140,7 @@ def cost_figure(
     bars = []
     for model in models:
         for system in systems:
-            summary = point_summary(points, model, system, headline)
-            cost = point_cost(summary, gpu_hour_usd, min_continuity_pct) if summary else None
+            cost = point_cost_at(points, model, system, headline, gpu_hour_usd, min_continuity_pct)
             if cost is not None:
                 bars.append((cost, f"{model}\n{system}"))
     bars.sort()
@@ -157,25 +152,10 @@ def cost_figure(
     _save(fig, out)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m thetalker.report.figures", description=__doc__)
-    parser.add_argument("--points", required=True, type=Path)
-    parser.add_argument("--models", required=True, nargs="+")
-    parser.add_argument("--systems", required=True, nargs="+")
-    parser.add_argument("--headline", required=True, type=int, help="headline concurrency")
-    parser.add_argument("--gpu-hour-usd", type=float, default=2.99)
-    parser.add_argument("--min-continuity-pct", type=float, default=95.0)
-    for name in ("throughput", "continuity", "ttfa", "cost"):
-        parser.add_argument(f"--{name}", required=True, type=Path, help=f"{name}.png to write")
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        points = load_points(args.points)
-    except (PointsError, OSError, pd.errors.ParserError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    args = report_parser("python -m thetalker.report.figures", __doc__, ".png").parse_args(argv)
+    points = load_points_or_report(args.points)
+    if points is None:
         return 1
     throughput_figure(points, args.models, args.systems, args.headline, args.throughput)
     continuity_figure(points, args.models, args.systems, args.continuity)

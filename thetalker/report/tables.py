@@ -28,6 +28,10 @@ __all__ = [
     "load_points",
     "point_value",
     "point_summary",
+    "concurrency_levels",
+    "point_cost_at",
+    "report_parser",
+    "load_points_or_report",
     "markdown_table",
     "throughput_table",
     "continuity_table",
@@ -92,8 +96,21 @@ def markdown_table(
     return "\n".join(lines) + "\n"
 
 
-def _concurrency_points(points: pd.DataFrame) -> list[int]:
+def concurrency_levels(points: pd.DataFrame) -> list[int]:
     return sorted(int(c) for c in points["concurrency"].unique())
+
+
+def point_cost_at(
+    points: pd.DataFrame,
+    model: str,
+    system: str,
+    concurrency: int,
+    gpu_hour_usd: float,
+    min_continuity_pct: float,
+) -> float | None:
+    """`thetalker.metrics.point_cost` of one point, None when it was not run or not priced."""
+    summary = point_summary(points, model, system, concurrency)
+    return point_cost(summary, gpu_hour_usd, min_continuity_pct) if summary else None
 
 
 def throughput_table(
@@ -119,7 +136,7 @@ def throughput_table(
 
 
 def continuity_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str]) -> str:
-    levels = _concurrency_points(points)
+    levels = concurrency_levels(points)
     header = ["model", "system", *(f"c{c}" for c in levels)]
     rows = []
     for model in models:
@@ -142,7 +159,7 @@ def continuity_table(points: pd.DataFrame, models: Sequence[str], systems: Seque
 
 
 def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str]) -> str:
-    levels = _concurrency_points(points)
+    levels = concurrency_levels(points)
     header = ["model", "system", *(f"c{c}" for c in levels)]
     rows = []
     for model in models:
@@ -170,8 +187,7 @@ def cost_table(
     for model in models:
         cells = []
         for system in systems:
-            summary = point_summary(points, model, system, headline)
-            cost = point_cost(summary, gpu_hour_usd, min_continuity_pct) if summary else None
+            cost = point_cost_at(points, model, system, headline, gpu_hour_usd, min_continuity_pct)
             cells.append(_fmt(cost, 2))
         rows.append([model, *cells])
     title = (
@@ -182,26 +198,39 @@ def cost_table(
     return title + markdown_table(header, rows)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m thetalker.report.tables", description=__doc__)
+def report_parser(prog: str, description: str | None, suffix: str) -> argparse.ArgumentParser:
+    """The arguments the tables and the figures share; `--ratio` is the tables' own."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--points", required=True, type=Path)
     parser.add_argument("--models", required=True, nargs="+")
     parser.add_argument("--systems", required=True, nargs="+")
     parser.add_argument("--headline", required=True, type=int, help="headline concurrency")
-    parser.add_argument("--ratio", required=True, nargs=2, metavar=("NUMERATOR", "DENOMINATOR"))
     parser.add_argument("--gpu-hour-usd", type=float, default=2.99)
     parser.add_argument("--min-continuity-pct", type=float, default=95.0)
     for name in ("throughput", "continuity", "ttfa", "cost"):
-        parser.add_argument(f"--{name}", required=True, type=Path, help=f"{name}.md to write")
+        parser.add_argument(f"--{name}", required=True, type=Path, help=f"{name}{suffix} to write")
+    return parser
+
+
+def load_points_or_report(path: Path) -> pd.DataFrame | None:
+    """points.csv, or None after printing the one-line reason it cannot be read."""
+    try:
+        return load_points(path)
+    except (PointsError, OSError, pd.errors.ParserError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = report_parser("python -m thetalker.report.tables", __doc__, ".md")
+    parser.add_argument("--ratio", required=True, nargs=2, metavar=("NUMERATOR", "DENOMINATOR"))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
-        points = load_points(args.points)
-    except (PointsError, OSError, pd.errors.ParserError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    points = load_points_or_report(args.points)
+    if points is None:
         return 1
     tables = {
         args.throughput: throughput_table(
