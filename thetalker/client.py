@@ -35,6 +35,7 @@ import queue
 import random
 import re
 import signal
+import sys
 import threading
 import time
 from collections import Counter
@@ -88,6 +89,8 @@ _JSON_HEADERS = {"Content-Type": "application/json"}
 # Streams from which records are built in a process of their own (benchmarks/README.md):
 # below it the writer thread costs the timeline nothing measurable, and a process its start.
 _PROCESS_SINK_FROM = 256
+# The GIL switch interval while a writer thread runs beside the receive loop (see _RecordSink).
+_SWITCH_INTERVAL_S = 0.0002
 
 ProgressFn = Callable[[int, int, int], None]  # (scored done, scored total, failed so far)
 
@@ -563,6 +566,10 @@ class _RecordSink:
         self._queue: queue.SimpleQueue[_Exchange | dict[str, Any] | None] = queue.SimpleQueue()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="thetalker-records", daemon=True)
+        # A thread holding the GIL keeps it up to the switch interval (5 ms by default) after
+        # the receive loop asks for it: a chunk's stamp would wait that long behind a record.
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_interval, _SWITCH_INTERVAL_S))
         self._thread.start()
 
     def put(self, ex: _Exchange | dict[str, Any]) -> None:
@@ -583,6 +590,7 @@ class _RecordSink:
     def close(self) -> list[dict[str, Any]]:
         self._queue.put(None)
         self._thread.join()
+        sys.setswitchinterval(self._switch_interval)
         if self._fh is not None:
             self._fh.close()
         if self._error is not None:
