@@ -36,6 +36,7 @@ __all__ = [
     "bench_inputs",
     "bench_job",
     "run_dir",
+    "point_paths",
     "records_paths",
     "table_paths",
     "figure_paths",
@@ -201,14 +202,18 @@ def run_dir(system: str, model: str) -> str:
     return f"{RUNS_DIR}/{system}/{model}"
 
 
-def records_paths(config: Mapping[str, Any]) -> list[str]:
-    """Every point's records.jsonl, in config order (models, then systems, then points)."""
+def point_paths(config: Mapping[str, Any], filename: str) -> list[str]:
+    """One file of every speed point, in config order (models, then systems, then points)."""
     return [
-        f"{run_dir(system, model)}/c{c}/records.jsonl"
+        f"{run_dir(system, model)}/c{c}/{filename}"
         for model in config["models"]
         for system in config["systems"]
         for c in concurrency_points(config)
     ]
+
+
+def records_paths(config: Mapping[str, Any]) -> list[str]:
+    return point_paths(config, "records.jsonl")
 
 
 def table_paths() -> list[str]:
@@ -364,12 +369,7 @@ def load_wer_label(model: str, concurrency: int | str) -> str:
 
 def load_wer_paths(config: Mapping[str, Any]) -> list[str]:
     """Each speed point's wer.json (quality.at_speed_points), in config order."""
-    return [
-        f"{run_dir(system, model)}/c{c}/wer.json"
-        for model in config["models"]
-        for system in config["systems"]
-        for c in concurrency_points(config)
-    ]
+    return point_paths(config, "wer.json")
 
 
 def load_wer_labels(config: Mapping[str, Any]) -> list[str]:
@@ -380,7 +380,7 @@ def load_wer_labels(config: Mapping[str, Any]) -> list[str]:
 
 def provenance_paths(config: Mapping[str, Any]) -> list[str]:
     """Every speed point's provenance.json, in config order (rows of provenance.md)."""
-    return [path.replace("/records.jsonl", "/provenance.json") for path in records_paths(config)]
+    return point_paths(config, "provenance.json")
 
 
 def quality_targets(config: Mapping[str, Any]) -> list[str]:
