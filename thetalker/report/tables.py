@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,43 +135,47 @@ def throughput_table(
     return title + markdown_table(header, rows)
 
 
-def continuity_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str]) -> str:
+def _per_level_table(
+    points: pd.DataFrame,
+    models: Sequence[str],
+    systems: Sequence[str],
+    cell: Callable[[str, str, int], str],
+    title: str,
+) -> str:
+    """A (model, system) row per pair and a column per concurrency level."""
     levels = concurrency_levels(points)
     header = ["model", "system", *(f"c{c}" for c in levels)]
-    rows = []
-    for model in models:
-        for system in systems:
-            cells = []
-            for c in levels:
-                summary = point_summary(points, model, system, c)
-                if summary is None:
-                    cells.append(MISSING)
-                    continue
-                cell = _fmt(summary.get("continuity_pct"), 1)
-                failed = int(summary.get("n_failed") or 0)
-                cells.append(cell + (f" ({failed} failed)" if failed else ""))
-            rows.append([model, system, *cells])
+    rows = [
+        [model, system, *(cell(model, system, c) for c in levels)]
+        for model in models
+        for system in systems
+    ]
+    return title + markdown_table(header, rows, label_columns=2)
+
+
+def continuity_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str]) -> str:
+    def cell(model: str, system: str, c: int) -> str:
+        summary = point_summary(points, model, system, c)
+        if summary is None:
+            return MISSING
+        failed = int(summary.get("n_failed") or 0)
+        return _fmt(summary.get("continuity_pct"), 1) + (f" ({failed} failed)" if failed else "")
+
     title = (
         "Continuous streams (%): a real-time player starting at the first byte never fell "
         "more than 0.1 s behind; a failed request counts as not continuous.\n\n"
     )
-    return title + markdown_table(header, rows, label_columns=2)
+    return _per_level_table(points, models, systems, cell, title)
 
 
 def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str]) -> str:
-    levels = concurrency_levels(points)
-    header = ["model", "system", *(f"c{c}" for c in levels)]
-    rows = []
-    for model in models:
-        for system in systems:
-            cells = []
-            for c in levels:
-                first = point_value(points, model, system, c, "ttfa_s_p50")
-                audible = point_value(points, model, system, c, "ttfa_audible_s_p50")
-                cells.append(MISSING if first is None else f"{_fmt(first, 3)} / {_fmt(audible, 3)}")
-            rows.append([model, system, *cells])
+    def cell(model: str, system: str, c: int) -> str:
+        first = point_value(points, model, system, c, "ttfa_s_p50")
+        audible = point_value(points, model, system, c, "ttfa_audible_s_p50")
+        return MISSING if first is None else f"{_fmt(first, 3)} / {_fmt(audible, 3)}"
+
     title = "Time to first audio, p50 in seconds: first byte / first audible sample.\n\n"
-    return title + markdown_table(header, rows, label_columns=2)
+    return _per_level_table(points, models, systems, cell, title)
 
 
 def cost_table(
