@@ -18,12 +18,12 @@ import sys
 import textwrap
 import time
 import urllib.request
-import wave
 from pathlib import Path
 
 import pytest
 
 from tests.processes import pid_alive
+from thetalker import wavio
 from thetalker.deploy import resolve
 from thetalker.launch import (
     VLLM_OMNI_STOCK_ENV,
@@ -92,12 +92,7 @@ def get_json(url: str) -> dict:
 
 
 def write_wav(path: Path, seconds: float, rate: int = 24000) -> Path:
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(b"\x00\x01" * int(seconds * rate))
-    return path
+    return wavio.write_wav(path, b"\x00\x01" * int(seconds * rate), rate)
 
 
 def assert_all_gone(pids: list[int]) -> None:

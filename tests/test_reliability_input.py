@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
-import wave
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 import yaml
 
 from tests.test_reliability_workflow import copy_workflow, smk, tiny_config
+from thetalker import wavio
 
 BAD_PROMPTS = {
     "broken.jsonl": '{"sample_id": "a", "text": "fine"}\n{"sample_id": "b", "text": \n',
@@ -27,12 +27,7 @@ BAD_PROMPTS = {
 
 
 def write_clip(path: Path, seconds: float, rate: int = 16000) -> Path:
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(b"\x00\x01" * int(seconds * rate))
-    return path
+    return wavio.write_wav(path, b"\x00\x01" * int(seconds * rate), rate)
 
 
 def _cloning(config: dict) -> dict:
