@@ -197,9 +197,19 @@ def test_cli_prints_path_model_id_rate_and_list(capsys):
     assert capsys.readouterr().out.strip() == "openbmb/VoxCPM2"
     assert deploy.main(["tuned", "--sample-rate"]) == 0
     assert capsys.readouterr().out.strip() == "24000"
+    assert deploy.main(["--sample-rate", "voxcpm2"]) == 0  # the original's order
+    assert capsys.readouterr().out.strip() == "48000"
     for argv in ([], ["list"]):
         assert deploy.main(argv) == 0
-        assert capsys.readouterr().out.split() == names()
+        lines = capsys.readouterr().out.splitlines()
+        assert [line.split()[0] for line in lines] == names()
+        for line in lines:  # each name with the model it serves, its rate and its aliases
+            entry = resolve(line.split()[0])
+            assert line.split()[1:4] == [entry.model_id, str(entry.sample_rate), "Hz"]
+            aliases = sorted(a for a, n in ALIASES.items() if n == entry.name)
+            assert line.endswith(f"(alias: {', '.join(aliases)})") == bool(aliases), line
+        assert "(alias: batch32)" in next(x for x in lines if x.startswith("voxcpm2 "))
+        assert "(alias: tuned)" in next(x for x in lines if x.startswith("moss "))
 
 
 def test_cli_unknown_name_exits_2_listing_names():

@@ -7,7 +7,8 @@ model id, sample rate, launcher, MPS, extra serve flags, voice mode) live in ``R
 below; ``tests/test_deploy.py`` checks that each file's header comment agrees with it.
 
 ``thetalker-deploy NAME`` prints the file's path, ``--model-id`` / ``--sample-rate`` print
-those facts instead; no argument (or ``list``) prints the names. Unknown names exit 2.
+those facts instead; no argument (or ``list``) prints every name with the model it serves,
+its sample rate and its aliases (the original benchmark's listing). Unknown names exit 2.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ __all__ = [
     "REGISTRY",
     "DeployEntry",
     "UnknownDeployError",
+    "aliases_of",
+    "listing",
     "main",
     "names",
     "resolve",
@@ -145,6 +148,26 @@ def names() -> list[str]:
     return sorted(REGISTRY)
 
 
+def aliases_of(name: str) -> list[str]:
+    """The aliases that resolve to the registered `name`, sorted."""
+    return sorted(alias for alias, target in ALIASES.items() if target == name)
+
+
+def listing() -> list[str]:
+    """One line per registered name: name, served model, sample rate, aliases."""
+    width_name = max(len(n) for n in names())
+    width_model = max(len(REGISTRY[n].model_id) for n in names())
+    lines = []
+    for name in names():
+        entry = REGISTRY[name]
+        line = f"{name:<{width_name}}  {entry.model_id:<{width_model}}  {entry.sample_rate:>5} Hz"
+        aliases = aliases_of(name)
+        if aliases:
+            line += f"  (alias: {', '.join(aliases)})"
+        lines.append(line)
+    return lines
+
+
 def _known_text() -> str:
     aliases = ", ".join(f"{a} -> {n}" for a, n in sorted(ALIASES.items()))
     return f"known: {', '.join(names())} (aliases: {aliases})"
@@ -162,10 +185,12 @@ def resolve(name: str) -> DeployEntry:
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="thetalker-deploy",
-        description="Print the path of a deploy file by name (or list the names).",
+        description="Print the path of a deploy file by name (or list the names and models).",
         epilog="Aliases: " + ", ".join(f"{a} = {n}" for a, n in sorted(ALIASES.items())),
     )
-    parser.add_argument("name", nargs="?", help="deploy name or alias; 'list' or none lists")
+    parser.add_argument(
+        "name", nargs="?", help="deploy name or alias; 'list' or none lists names and models"
+    )
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--model-id", action="store_true", help="print the served model id")
     what.add_argument("--sample-rate", action="store_true", help="print the sample rate (Hz)")
@@ -175,7 +200,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     if args.name in (None, "list"):
-        print("\n".join(names()))
+        print("\n".join(listing()))
         return 0
     try:
         entry = resolve(args.name)
