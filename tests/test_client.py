@@ -20,12 +20,12 @@ from thetalker.client import (
     BenchOptions,
     OptionsError,
     SampleRateError,
-    _BodyEncoder,
     arun_benchmark,
     build_request_body,
     run_benchmark,
     validate_options,
 )
+from thetalker.client.body import BodyEncoder  # the run's body seam
 from thetalker.prompts import Prompt, ordered_prompts
 from thetalker.records import RECORD_FIELDS, SUMMARY_FIELDS, read_json, read_records
 from thetalker.wavio import read_wav, write_wav
@@ -254,7 +254,7 @@ def test_request_bodies_per_task_type(tmp_path: Path):
     design = build_request_body(BenchOptions(task_type="VoiceDesign", instructions="calm"), "t")
     assert design["instructions"] == "calm"
     for opts in (base, BenchOptions()):
-        encoder = _BodyEncoder(opts, "data:audio/wav;base64,AAA")
+        encoder = BodyEncoder(opts, "data:audio/wav;base64,AAA")
         text = 'a "quoted" text — ünïcode'
         assert json.loads(encoder.encode(text)) == build_request_body(
             opts, text, "data:audio/wav;base64,AAA"

@@ -21,20 +21,19 @@ import psutil
 import pytest
 
 from tests.scripted_server import Script, ScriptedServer
-from thetalker import client
 from thetalker.bench_cli import _Progress
 from thetalker.bench_cli import main as bench_main
 from thetalker.client import (
     BenchOptions,
     OptionsError,
-    _arrival_offsets,
-    _effective_workers,
-    _max_overlap,
-    _split_items,
     arun_benchmark,
     run_benchmark,
+    sinks,
     validate_options,
 )
+from thetalker.client.options import effective_workers
+from thetalker.client.schedule import arrival_offsets
+from thetalker.client.workers import max_overlap, split_items
 from thetalker.prompts import Prompt
 from thetalker.records import read_json, read_records
 
@@ -92,7 +91,7 @@ def test_open_loop_schedule_is_shared_across_workers(
     summary, records = _run(
         scripted_server, tmp_path, request_rate=20.0, seed=7, requests=8, workers=2
     )
-    offsets = _arrival_offsets(8, 20.0, 7)
+    offsets = arrival_offsets(8, 20.0, 7)
     rng = random.Random("thetalker.arrivals:7")  # as the one-process open loop draws it
     expected = [0.0]
     for _ in range(7):
@@ -111,20 +110,20 @@ def test_open_loop_schedule_is_shared_across_workers(
 def test_split_keeps_the_order_and_spreads_the_streams():
     items = [(i, Prompt(f"s{i}", "t"), False) for i in range(7)]
     opts = BenchOptions(concurrency=5, requests=7, workers=2)
-    (a, ca), (b, cb) = _split_items(items, opts, 2)
+    (a, ca), (b, cb) = split_items(items, opts, 2)
     assert (ca, cb) == (3, 2)
     assert [i for i, _, _ in a] == [0, 2, 4, 6] and [i for i, _, _ in b] == [1, 3, 5]
     assert all(due is None for _, _, due in a + b)
     # never more workers than streams (closed loop) or requests
-    assert _effective_workers(BenchOptions(concurrency=2, requests=9, workers=8)) == 2
-    assert _effective_workers(BenchOptions(request_rate=5.0, requests=3, workers=8)) == 3
-    assert _effective_workers(BenchOptions(concurrency=64, requests=9)) == 1
+    assert effective_workers(BenchOptions(concurrency=2, requests=9, workers=8)) == 2
+    assert effective_workers(BenchOptions(request_rate=5.0, requests=3, workers=8)) == 3
+    assert effective_workers(BenchOptions(concurrency=64, requests=9)) == 1
 
 
-def test_max_overlap():
-    assert _max_overlap([]) == 0
-    assert _max_overlap([(0, 1), (1, 2)]) == 1  # touching is not overlapping
-    assert _max_overlap([(0, 3), (1, 2), (1.5, 4), (5, 6)]) == 3
+def testmax_overlap():
+    assert max_overlap([]) == 0
+    assert max_overlap([(0, 1), (1, 2)]) == 1  # touching is not overlapping
+    assert max_overlap([(0, 3), (1, 2), (1.5, 4), (5, 6)]) == 3
 
 
 def test_save_audio_count_keeps_the_first_n_scored(scripted_server: ScriptedServer, tmp_path: Path):
@@ -226,7 +225,7 @@ def test_stopping_the_parent_stops_every_worker(
 @pytest.fixture
 def writer_process_from_8(monkeypatch: pytest.MonkeyPatch) -> None:
     """Build records in the writer process from 8 streams up (256 in real runs)."""
-    monkeypatch.setattr(client, "_PROCESS_SINK_FROM", 8)
+    monkeypatch.setattr(sinks, "PROCESS_SINK_FROM", 8)
 
 
 @pytest.mark.usefixtures("writer_process_from_8")

@@ -1,0 +1,74 @@
+"""The load generator: streams `POST /v1/audio/speech` and records every server chunk.
+
+Closed loop (`concurrency` requests in flight, the next sent as one finishes) or open loop
+(`request_rate`: Poisson arrivals drawn from the seed, sent on schedule whether or not
+earlier requests finished; each record keeps its `schedule_lag_s`). A warmup finishes before
+the first scored request is sent. One `aiohttp.ClientSession` per run, its pool sized to the
+concurrency, keep-alive.
+
+The receive path does as little as possible, because everything done between two chunk
+reads delays the next timestamp: per piece of body it stamps `time.perf_counter()` once and
+appends to three lists. Grouping pieces into the server's chunks (`end_of_http_chunk`),
+SSE decoding, WAV header checks, the figures of `thetalker.metrics`, saving audio and the
+fsynced JSONL write all happen afterwards, in a writer thread (from `PROCESS_SINK_FROM`
+streams, in a writer process, so it shares no GIL with the receive loop).
+
+`workers > 1` spreads the scored requests over spawned processes after the warmup; they
+stamp the same system-wide `perf_counter` and send finished records back to the parent,
+the one writer of records.jsonl.
+
+Failures are data: each becomes a record with `ok: false` and an `error` of a type from
+`thetalker.records.ERROR_TYPES`, and the run goes on. Schema: docs/records.md.
+
+Modules, one job each:
+
+- `options`: `BenchOptions`, the run's errors, `validate_options`
+- `body`: the request body and its per-run encoder
+- `receive`: the receive loop (its timing is measured by benchmarks/client_fidelity.py)
+- `decode`: server chunks, SSE events, the WAV header of a `wav` stream
+- `record`: one record from one exchange
+- `sinks`: where records are built and written (a thread, or a process for many streams)
+- `probe`: the server's sample rate
+- `schedule`: closed loop and open loop
+- `workers`: the scored requests over processes
+- `summary`: summary.json
+- `progress`: progress lines during a point
+- `run`: one load point end to end
+"""
+
+from __future__ import annotations
+
+from thetalker.client.body import build_request_body
+from thetalker.client.options import (
+    RESPONSE_FORMATS,
+    STREAM_FORMATS,
+    TASK_TYPES,
+    BenchError,
+    BenchOptions,
+    OptionsError,
+    ProbeError,
+    SampleRateError,
+    validate_options,
+)
+from thetalker.client.probe import probe_sample_rate
+from thetalker.client.progress import ProgressFn
+from thetalker.client.run import arun_benchmark, run_benchmark
+from thetalker.client.schedule import new_event_loop
+
+__all__ = [
+    "TASK_TYPES",
+    "STREAM_FORMATS",
+    "RESPONSE_FORMATS",
+    "BenchOptions",
+    "BenchError",
+    "OptionsError",
+    "SampleRateError",
+    "ProbeError",
+    "ProgressFn",
+    "validate_options",
+    "build_request_body",
+    "probe_sample_rate",
+    "arun_benchmark",
+    "run_benchmark",
+    "new_event_loop",
+]

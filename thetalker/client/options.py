@@ -1,0 +1,137 @@
+"""What one load point is: `BenchOptions`, the run's errors, and `validate_options`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from thetalker import metrics
+from thetalker.wavio import WavError, check_reference_clip
+
+__all__ = [
+    "TASK_TYPES",
+    "STREAM_FORMATS",
+    "RESPONSE_FORMATS",
+    "BenchOptions",
+    "BenchError",
+    "OptionsError",
+    "SampleRateError",
+    "ProbeError",
+    "validate_options",
+    "effective_workers",
+]
+
+TASK_TYPES = ("CustomVoice", "Base", "VoiceDesign")
+STREAM_FORMATS = ("audio", "sse")
+RESPONSE_FORMATS = ("pcm", "wav")  # the only two the API streams
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """One load point. Field names match docs/architecture.md; `register_voice` is an
+    addition (default None keeps the documented behaviour)."""
+
+    base_url: str = "http://127.0.0.1:8091"  # no trailing /v1
+    model: str | None = None  # sent as "model" when set
+    task_type: str = "CustomVoice"
+    speaker: str | None = "joe"
+    voice: str | None = None
+    ref_audio: str | None = None  # a WAV path; sent inline as a data URI
+    ref_text: str | None = None
+    instructions: str | None = None
+    language: str | None = "English"
+    max_new_tokens: int | None = None
+    stream_format: str = "audio"  # or "sse"
+    response_format: str = "pcm"  # or "wav" (its 44-byte header is stripped and checked)
+    sample_rate: int | None = None  # None = auto: one non-streamed wav request before warmup
+    expected_sample_rate: int | None = None  # mismatch with the server's rate = SampleRateError
+    concurrency: int = 1
+    request_rate: float | None = None  # requests/s; set = open loop (Poisson, seeded)
+    requests: int = 10
+    warmup: int = 2
+    seed: int = 42
+    timeout_s: float = 120.0  # per request, send to end of body
+    save_audio_dir: str | None = None
+    max_error_rate: float = 0.05  # the CLI's exit policy; recorded in the summary
+    threshold_s: float = metrics.CONTINUITY_THRESHOLD_S
+    register_voice: str | None = None  # upload ref_audio/ref_text as this voice, then use it
+    # Additions (defaults keep the documented behaviour):
+    save_audio_count: int | None = None  # save only the first N scored requests' audio
+    workers: int = 1  # processes the scored requests are spread over (1 = this process)
+
+
+class BenchError(RuntimeError):
+    """The run could not be carried out (as opposed to requests that failed, which are data)."""
+
+
+class OptionsError(BenchError, ValueError):
+    """Bad options; the message names the option."""
+
+
+class SampleRateError(BenchError):
+    """The sample rate is unknown or not the expected one."""
+
+
+class ProbeError(BenchError):
+    """The sample-rate request failed (server down, HTTP error)."""
+
+
+def validate_options(opts: BenchOptions) -> None:
+    """Raise OptionsError naming the first bad field."""
+
+    def bad(name: str, why: str) -> None:
+        raise OptionsError(f"{name}: {why}")
+
+    if opts.concurrency < 1:
+        bad("concurrency", f"must be at least 1 (got {opts.concurrency})")
+    if opts.requests < 1:
+        bad("requests", f"must be at least 1 (got {opts.requests})")
+    if opts.warmup < 0:
+        bad("warmup", f"must be 0 or more (got {opts.warmup})")
+    if not isinstance(opts.workers, int) or opts.workers < 1:
+        bad("workers", f"must be a positive integer (got {opts.workers!r})")
+    if opts.save_audio_count is not None:
+        if not isinstance(opts.save_audio_count, int) or opts.save_audio_count < 0:
+            bad("save_audio_count", f"must be 0 or more (got {opts.save_audio_count!r})")
+        if opts.save_audio_dir is None:
+            bad("save_audio_count", "needs save_audio_dir")
+    if opts.request_rate is not None and not opts.request_rate > 0:
+        bad("request_rate", f"must be > 0 (got {opts.request_rate})")
+    if not opts.timeout_s > 0:
+        bad("timeout_s", f"must be > 0 (got {opts.timeout_s})")
+    if opts.task_type not in TASK_TYPES:
+        bad("task_type", f"{opts.task_type!r} is not one of {', '.join(TASK_TYPES)}")
+    if opts.stream_format not in STREAM_FORMATS:
+        bad("stream_format", f"{opts.stream_format!r} is not one of {', '.join(STREAM_FORMATS)}")
+    if opts.response_format not in RESPONSE_FORMATS:
+        bad("response_format", f"{opts.response_format!r} cannot be streamed (use pcm or wav)")
+    for name in ("sample_rate", "expected_sample_rate", "max_new_tokens"):
+        value = getattr(opts, name)
+        if value is not None and (not isinstance(value, int) or value <= 0):
+            bad(name, f"must be a positive integer (got {value!r})")
+    if not 0 <= opts.max_error_rate <= 1:
+        bad("max_error_rate", f"must be within 0..1 (got {opts.max_error_rate})")
+    if opts.task_type == "Base" and not (opts.ref_audio or opts.voice):
+        bad("task_type", "Base needs ref_audio (with ref_text) or voice")
+    if opts.task_type == "VoiceDesign" and not opts.instructions:
+        bad("instructions", "VoiceDesign needs instructions")
+    if opts.instructions is not None and len(opts.instructions) > 500:
+        bad("instructions", f"at most 500 characters (got {len(opts.instructions)})")
+    if opts.ref_audio is not None and not Path(opts.ref_audio).is_file():
+        bad("ref_audio", f"no such file: {opts.ref_audio}")
+    if opts.ref_audio is not None and Path(opts.ref_audio).is_file():
+        # The speech API takes 1 to 30 s; refuse here rather than fail every request later.
+        try:
+            check_reference_clip(opts.ref_audio)
+        except WavError as exc:
+            bad("ref_audio", str(exc))
+    if opts.register_voice is not None and not opts.ref_audio:
+        bad("register_voice", "needs ref_audio (and ref_text) to upload")
+    if not opts.base_url.startswith(("http://", "https://")):
+        bad("base_url", f"must start with http:// or https:// (got {opts.base_url!r})")
+
+
+def effective_workers(opts: BenchOptions) -> int:
+    """Workers that would get something to do: no more than requests (closed loop: streams)."""
+    k = min(opts.workers, opts.requests)
+    return k if opts.request_rate is not None else min(k, opts.concurrency)

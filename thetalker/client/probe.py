@@ -1,0 +1,42 @@
+"""The server's sample rate, from one non-streamed `wav` request before the warmup."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+
+from thetalker.client.options import ProbeError, SampleRateError
+from thetalker.client.receive import _describe
+from thetalker.client.record import error_message
+from thetalker.voice_cli import normalize_base_url
+from thetalker.wavio import WavError, parse_wav_header
+
+__all__ = ["probe_sample_rate"]
+
+
+async def probe_sample_rate(
+    session: aiohttp.ClientSession, base_url: str, body: dict[str, Any], timeout_s: float
+) -> int:
+    """The server's rate from the header of one non-streamed `wav` response."""
+    probe = {k: v for k, v in body.items() if k not in ("stream", "stream_format")}
+    probe["response_format"] = "wav"
+    url = f"{normalize_base_url(base_url)}/v1/audio/speech"
+    try:
+        async with (
+            asyncio.timeout(timeout_s),
+            session.post(url, json=probe) as resp,
+        ):
+            data = await resp.read()
+            if resp.status >= 400:
+                message = error_message(data, resp.status)
+                raise ProbeError(f"sample-rate request: HTTP {resp.status}: {message}")
+    except TimeoutError:
+        raise ProbeError(f"sample-rate request: no answer within {timeout_s:g} s") from None
+    except aiohttp.ClientError as exc:
+        raise ProbeError(f"sample-rate request to {url}: {_describe(exc)}") from None
+    try:
+        return parse_wav_header(data, source="sample-rate response").sample_rate
+    except WavError as exc:
+        raise SampleRateError(f"{exc} (use --sample-rate N)") from None

@@ -1,0 +1,116 @@
+"""The receive loop: send one request, stamp every piece of its body.
+
+Moved unedited from the old `thetalker/client.py`: everything done between two chunk reads
+delays the next timestamp, and `benchmarks/client_fidelity.py` measures this exact code. Per
+piece it stamps `time.perf_counter()` once and appends to three lists; all decoding happens
+later (`thetalker.client.decode`, `thetalker.client.record`). `_Exchange` (what one request
+observed) and `_receive` are this package's seam to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from thetalker.prompts import Prompt
+
+_ERROR_BODY_LIMIT = 64 * 1024
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+@dataclass
+class _Exchange:
+    """Raw observations of one request, filled on the receive path and processed later."""
+
+    request_index: int
+    prompt: Prompt
+    warmup: bool
+    scheduled: float | None = None  # open loop: perf_counter time it was due
+    t_send: float | None = None
+    t_end: float | None = None
+    status: int | None = None
+    content_type: str | None = None
+    times: list[float] = field(default_factory=list)  # perf_counter at each non-empty piece
+    pieces: list[bytes] = field(default_factory=list)
+    ends: list[bool] = field(default_factory=list)  # piece ends a server chunk
+    error_body: bytes = b""
+    failure: tuple[str, str] | None = None  # (error type, message) seen on the receive path
+    trace: dict[str, Any] = field(default_factory=dict)
+
+
+def _is_stream_type(content_type: str | None, sse: bool) -> bool:
+    content_type = (content_type or "").lower()
+    if sse:
+        return content_type == "text/event-stream"
+    return content_type.startswith("audio/") or content_type == "application/octet-stream"
+
+
+async def _receive(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    timeout_s: float,
+    sse: bool,
+    ex: _Exchange,
+) -> None:
+    """Send one request and collect its body; never raises except CancelledError."""
+    times, pieces, ends = ex.times, ex.pieces, ex.ends
+    ex.t_send = time.perf_counter()
+    try:
+        async with (
+            asyncio.timeout(timeout_s),
+            session.post(url, data=body, headers=_JSON_HEADERS, trace_request_ctx=ex.trace) as resp,
+        ):
+            ex.status = resp.status
+            ex.content_type = resp.content_type
+            if resp.status >= 400 or not _is_stream_type(resp.content_type, sse):
+                ex.error_body = await resp.content.read(_ERROR_BODY_LIMIT)
+                return
+            # The hot loop: one clock read and three appends per piece, nothing else.
+            async for data, end_of_chunk in resp.content.iter_chunks():
+                if data:
+                    times.append(time.perf_counter())
+                    pieces.append(data)
+                    ends.append(end_of_chunk)
+                elif end_of_chunk and ends:
+                    ends[-1] = True
+    except TimeoutError:
+        ex.failure = ("timeout", f"no complete response within {timeout_s:g} s")
+    except aiohttp.ClientPayloadError as exc:
+        ex.failure = ("truncated", f"body cut short: {_describe(exc)}")
+    except (aiohttp.ClientError, OSError) as exc:
+        kind = "connection" if ex.status is None else "truncated"
+        ex.failure = (kind, _describe(exc))
+    finally:
+        ex.t_end = time.perf_counter()
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _connect_trace() -> aiohttp.TraceConfig:
+    """Stamp connection setup per request, so connect time is recorded apart from TTFA."""
+
+    async def start(_s: Any, ctx: Any, _p: Any) -> None:
+        if ctx.trace_request_ctx is not None:
+            ctx.trace_request_ctx["connect_start"] = time.perf_counter()
+
+    async def end(_s: Any, ctx: Any, _p: Any) -> None:
+        if ctx.trace_request_ctx is not None:
+            ctx.trace_request_ctx["connect_end"] = time.perf_counter()
+
+    async def reuse(_s: Any, ctx: Any, _p: Any) -> None:
+        if ctx.trace_request_ctx is not None:
+            ctx.trace_request_ctx["reused"] = True
+
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_create_start.append(start)
+    trace.on_connection_create_end.append(end)
+    trace.on_connection_reuseconn.append(reuse)
+    return trace

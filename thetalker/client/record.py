@@ -1,0 +1,133 @@
+"""One record from one exchange: decoding, failure type, figures, saved audio."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from thetalker import metrics
+from thetalker.client.decode import server_chunks, sse_chunks, strip_wav_header
+from thetalker.client.options import BenchOptions
+from thetalker.client.receive import _Exchange, _is_stream_type
+from thetalker.records import error_info
+from thetalker.wavio import write_wav
+
+__all__ = ["RunContext", "build_record", "error_message"]
+
+
+def error_message(body: bytes, status: int | None) -> str:
+    text = body.decode("utf-8", errors="replace").strip()
+    with contextlib.suppress(ValueError):
+        data = json.loads(text)
+        if isinstance(data, dict):
+            err = data.get("error", data)
+            if isinstance(err, dict) and err.get("message"):
+                return str(err["message"])
+            if isinstance(err, str):
+                return err
+            if data.get("detail"):
+                return str(data["detail"])
+    return text[:300] or f"HTTP {status} with an empty body"
+
+
+@dataclass
+class RunContext:
+    opts: BenchOptions
+    out_dir: Path
+    t_origin: float
+    sample_rate: int = 0
+    save_dir: Path | None = None
+    save_below_index: int | None = None  # save audio of requests with a smaller index only
+
+
+def audio_file(ctx: RunContext, ex: _Exchange) -> Path:
+    assert ctx.save_dir is not None
+    safe_id = re.sub(r"[^A-Za-z0-9._-]", "_", ex.prompt.sample_id)
+    return ctx.save_dir / f"{ex.request_index:05d}_{safe_id}.wav"
+
+
+def build_record(ctx: RunContext, ex: _Exchange) -> dict[str, Any]:
+    opts, rate = ctx.opts, ctx.sample_rate
+    failure = ex.failure
+    status = ex.status
+    if opts.stream_format == "sse":
+        abs_arrivals, chunks, sse_failure = sse_chunks(ex.times, ex.pieces)
+        sizes = [len(c) for c in chunks]
+        pcm = b"".join(chunks)
+        if failure is None and status is not None and status < 400 and ex.pieces:
+            failure = sse_failure
+    else:
+        abs_arrivals, sizes = server_chunks(ex.times, ex.pieces, ex.ends)
+        pcm = b"".join(ex.pieces)
+    if opts.response_format == "wav" and pcm:
+        abs_arrivals, sizes, pcm, wav_failure = strip_wav_header(sizes, abs_arrivals, pcm, rate)
+        failure = failure or wav_failure
+    if failure is None:
+        if status is not None and status >= 400:
+            failure = ("http_status", error_message(ex.error_body, status))
+        elif not _is_stream_type(ex.content_type, opts.stream_format == "sse"):
+            shown = error_message(ex.error_body, status)
+            failure = ("content_type", f"HTTP {status} {ex.content_type}: {shown}")
+        elif not pcm:
+            failure = ("empty", "the response carried no audio")
+        elif len(pcm) % 2:
+            failure = ("odd_bytes", f"{len(pcm)} audio bytes: a half sample at the end")
+    t_send = ex.t_send if ex.t_send is not None else ctx.t_origin
+    arrivals = [t - t_send for t in abs_arrivals]
+    figures = metrics.request_figures(
+        arrivals, sizes, pcm[: len(pcm) - len(pcm) % 2], rate, opts.threshold_s
+    )
+    ok = failure is None
+    if not ok:
+        figures["continuity_ok"] = False  # a player could not play a failed request
+    trace = ex.trace
+    if "connect_end" in trace and "connect_start" in trace:
+        t_connect: float | None = trace["connect_end"] - trace["connect_start"]
+    else:
+        t_connect = 0.0 if trace.get("reused") else None
+    audio_path = None
+    wanted = ctx.save_below_index is None or ex.request_index < ctx.save_below_index
+    if ok and not ex.warmup and ctx.save_dir is not None and wanted:
+        path = write_wav(audio_file(ctx, ex), pcm, rate)
+        audio_path = display_path(path, ctx.out_dir)
+    return {
+        "request_index": ex.request_index,
+        "sample_id": ex.prompt.sample_id,
+        "text": ex.prompt.text,
+        "text_chars": len(ex.prompt.text),
+        "warmup": ex.warmup,
+        "ok": ok,
+        "error": None if ok else error_info(failure[0], failure[1], status),
+        "http_status": status,
+        "t_submit_s": t_send - ctx.t_origin,
+        "schedule_lag_s": (t_send - ex.scheduled) if ex.scheduled is not None else None,
+        "t_connect_s": t_connect,
+        "connection_reused": bool(trace.get("reused")),
+        **{k: figures[k] for k in ("ttfa_s", "leading_silence_s", "ttfa_audible_s")},
+        "ttfa_audible_naive_s": figures["ttfa_audible_naive_s"],
+        "wall_s": (ex.t_end or t_send) - t_send,
+        "chunk_arrival_s": arrivals,
+        "chunk_bytes": sizes,
+        "audio_s": figures["audio_s"],
+        "sample_rate": rate,
+        "max_underrun_s": figures["max_underrun_s"],
+        "underrun_events": figures["underrun_events"],
+        "continuity_ok": figures["continuity_ok"],
+        "stalls": figures["stalls"],
+        "stall_s": figures["stall_s"],
+        "audio_path": audio_path,
+    }
+
+
+def display_path(path: Path, out_dir: Path) -> str:
+    """Relative to the out dir when the audio lies inside it (the run folder can move),
+    else absolute."""
+    path, out_dir = path.resolve(), out_dir.resolve()
+    try:
+        return str(path.relative_to(out_dir))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,200 @@
+"""Record sinks: exchanges in, records built and appended to records.jsonl off the loop."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import queue
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from thetalker.client.options import BenchError, effective_workers
+from thetalker.client.receive import _describe, _Exchange
+from thetalker.client.record import RunContext, build_record
+from thetalker.records import append_record, read_records
+
+__all__ = ["PROCESS_SINK_FROM", "RecordSink", "ThreadSink", "ProcessSink", "open_sink"]
+
+# Streams from which records are built in a process of their own (benchmarks/README.md):
+# below it the writer thread costs the timeline nothing measurable, and a process its start.
+PROCESS_SINK_FROM = 256
+# The GIL switch interval while a writer thread runs beside the receive loop (see ThreadSink).
+_SWITCH_INTERVAL_S = 0.0002
+
+
+class RecordSink(Protocol):
+    """Where a run's exchanges go. `put` never blocks the event loop; `close` returns every
+    record, sorted by `request_index`, and raises BenchError if writing failed."""
+
+    def put(self, ex: _Exchange | dict[str, Any]) -> None: ...
+
+    def wait_ready(self) -> None:
+        """Block until the sink can take records without costing the receive loop; call it
+        when nothing is in flight."""
+
+    def close(self) -> list[dict[str, Any]]: ...
+
+
+def open_sink(path: Path, ctx: RunContext) -> RecordSink:
+    """A writer process when this process runs the scored streams and they are many
+    (`PROCESS_SINK_FROM`, or an open loop, whose in-flight count has no bound), else a
+    thread (with workers, records arrive built and this process only drains a queue)."""
+    opts = ctx.opts
+    many = opts.request_rate is not None or opts.concurrency >= PROCESS_SINK_FROM
+    if effective_workers(opts) == 1 and many:
+        return ProcessSink(path, ctx)
+    return ThreadSink(path, ctx)
+
+
+class ThreadSink:
+    """Builds and appends records in a thread of its own, off the event loop.
+
+    `put` takes an exchange (built here) or a record a worker process built already. With
+    `forward` (a worker's sink) records go to that callable instead of a file."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        ctx: RunContext,
+        forward: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.records: list[dict[str, Any]] = []
+        self._forward = forward
+        self._fh = path.open("w", encoding="utf-8") if path is not None else None
+        self._queue: queue.SimpleQueue[_Exchange | dict[str, Any] | None] = queue.SimpleQueue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="thetalker-records", daemon=True)
+        # A thread holding the GIL keeps it up to the switch interval (5 ms by default) after
+        # the receive loop asks for it: a chunk's stamp would wait that long behind a record.
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_interval, _SWITCH_INTERVAL_S))
+        self._thread.start()
+
+    def put(self, ex: _Exchange | dict[str, Any]) -> None:
+        self._queue.put(ex)
+
+    def wait_ready(self) -> None:
+        """Ready from the start: the thread costs nothing to start."""
+
+    def _run(self) -> None:
+        while (ex := self._queue.get()) is not None:
+            try:
+                record = ex if isinstance(ex, dict) else build_record(self.ctx, ex)
+                if self._fh is not None:
+                    append_record(self._fh, record)
+                if self._forward is not None:
+                    self._forward(record)
+                self.records.append(record)
+            except BaseException as exc:  # reported by close(); later records still written
+                self._error = self._error or exc
+
+    def close(self) -> list[dict[str, Any]]:
+        self._queue.put(None)
+        self._thread.join()
+        sys.setswitchinterval(self._switch_interval)
+        if self._fh is not None:
+            self._fh.close()
+        if self._error is not None:
+            raise BenchError(f"writing records failed: {_describe(self._error)}")
+        return sorted(self.records, key=lambda r: r["request_index"])
+
+
+class ProcessSink:
+    """Builds and appends records in a process of its own, at a lower CPU priority.
+
+    From `PROCESS_SINK_FROM` streams up, building records in a thread (metrics, JSON,
+    fsync: ~1 ms per request) competes with the receive loop for the GIL and delays its
+    timestamps; in another process it does not, and the OS runs it when the receive loop
+    is idle. The exchanges cross over an unbounded `multiprocessing.Queue` (pickled by its
+    feeder thread, so `put` never blocks the loop). Same interface as `ThreadSink`."""
+
+    def __init__(self, path: Path, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.path = path
+        mp = multiprocessing.get_context("spawn")
+        self._queue = mp.Queue()
+        self._done = mp.Queue()
+        self._sent_ctx = False
+        path.open("w", encoding="utf-8").close()  # the file exists from the start
+        self._proc = mp.Process(
+            target=_sink_process_main,
+            args=(str(path), self._queue, self._done),
+            name="thetalker-records",
+            daemon=True,
+        )
+        self._proc.start()
+        self._ready = False
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Block until the writer process has started (its imports cost ~1 s of CPU that
+        must not overlap the scored requests); call it when nothing is in flight."""
+        if not self._ready:
+            with contextlib.suppress(queue.Empty):
+                self._done.get(timeout=timeout_s)
+            self._ready = True
+
+    def put(self, ex: _Exchange | dict[str, Any]) -> None:
+        if not self._sent_ctx:  # complete (sample rate known) once requests finish
+            self._queue.put(self.ctx)
+            self._sent_ctx = True
+        self._queue.put(ex)
+
+    def close(self) -> list[dict[str, Any]]:
+        self._queue.put(None)
+        error: str | None = "the record writer process ended without a word"
+        while True:
+            try:
+                message = self._done.get(timeout=0.5)
+            except queue.Empty:
+                if not self._proc.is_alive():
+                    break
+                continue
+            if message != ("ready",):
+                error = message[0]
+                break
+        self._proc.join(10)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join()
+        self._queue.close()
+        if error is not None:
+            raise BenchError(f"writing records failed: {error}")
+        records = list(read_records(self.path))
+        return sorted(records, key=lambda r: r["request_index"])
+
+
+def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
+    """The record writer process: exchanges in, fsynced JSONL lines out, until None."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it, after its records
+    with contextlib.suppress(OSError):
+        os.nice(10)
+    parent = os.getppid()
+    done.put(("ready",))
+    error: str | None = None
+    ctx: RunContext | None = None
+    with open(path, "a", encoding="utf-8") as fh:
+        while True:
+            try:
+                item = inbox.get(timeout=1.0)
+            except queue.Empty:
+                if os.getppid() != parent:  # the parent was killed outright
+                    break
+                continue
+            if item is None:
+                break
+            if isinstance(item, RunContext):
+                ctx = item
+                continue
+            try:
+                assert ctx is not None
+                record = item if isinstance(item, dict) else build_record(ctx, item)
+                append_record(fh, record)
+            except BaseException as exc:  # reported by close(); later records still written
+                error = error or _describe(exc)
+    done.put((error,))
