@@ -10,16 +10,27 @@ import pytest
 
 from thetalker.metrics import (
     ContinuityStats,
+    Interval,
     StallStats,
     compute_continuity_stats,
     compute_stalls,
+    continuous_at,
     leading_silence_s,
+    paired_interval,
+    perceived_first_audio_s,
+    percentile_interval,
     percentiles,
     playback_time_s,
     point_cost,
+    point_intervals,
+    repeats_interval,
     request_figures,
+    rtfx_bootstrap,
+    rtfx_interval,
+    rtfx_ratio_interval,
     summarize_point,
     usd_per_million_chars,
+    wilson_pct,
 )
 
 RATE = 24000  # 48000 B/s
@@ -46,6 +57,19 @@ def test_threshold_boundary_is_inclusive():
 def test_threshold_is_an_argument():
     stats = compute_continuity_stats([0.0, 0.2], [4800, 4800], RATE, threshold_s=0.05)
     assert not stats.is_continuous
+
+
+def test_upstream_keyword_names():
+    # vllm-omni's own call: chunk_arrival_times_s, sample_width (bytes per sample)
+    stats = compute_continuity_stats(
+        chunk_arrival_times_s=[0.0, 0.5],
+        chunk_bytes=[4800, 4800],
+        sample_rate=RATE,
+        sample_width=2,
+        channels=1,
+        threshold_s=0.5,
+    )
+    assert stats == ContinuityStats(pytest.approx(0.4), 1, True)
 
 
 def test_maximum_not_sum_of_deficits():
@@ -241,3 +265,143 @@ def test_cost_only_where_continuity_reaches_95():
     )
     assert point_cost({"continuity_pct": 94.9, "chars_per_s": 1000.0}, 2.99) is None
     assert point_cost({"continuity_pct": None, "chars_per_s": 1000.0}, 2.99) is None
+
+
+# --- the player's view ------------------------------------------------------------------
+
+
+def _played(ttfa: float | None, underrun: float, ok: bool = True) -> dict:
+    return {"ok": ok, "ttfa_s": ttfa, "max_underrun_s": underrun, "warmup": False}
+
+
+def test_continuous_at_is_inclusive_and_false_for_a_failure():
+    assert continuous_at(_played(0.1, 0.1), 0.1)
+    assert not continuous_at(_played(0.1, 0.1001), 0.1)
+    assert continuous_at(_played(0.1, 0.15), 0.2)
+    assert not continuous_at(_played(None, 0.0), 0.2)  # no audio
+    assert not continuous_at(_played(0.1, 0.0, ok=False), 0.2)
+
+
+def test_perceived_first_audio_adds_the_gapless_prebuffer():
+    # first byte at 0.2 s, worst deficit 0.4 s: a gapless player starts at 0.6 s
+    assert perceived_first_audio_s(_played(0.2, 0.4)) == pytest.approx(0.6)
+    assert perceived_first_audio_s(_played(0.2, 0.0)) == pytest.approx(0.2)
+    assert perceived_first_audio_s(_played(0.2, 0.0, ok=False)) is None
+
+
+# --- intervals --------------------------------------------------------------------------
+
+
+def test_wilson_of_ten_out_of_ten_is_not_certain():
+    # Wilson, z = 1.95996: low = n / (n + z^2) = 10 / 13.8414 = 0.72247
+    ci = wilson_pct(10, 10)
+    assert ci.value == 100.0 and ci.high == pytest.approx(100.0)
+    assert ci.low == pytest.approx(72.2467, abs=1e-3)
+    assert ci.method == "wilson" and ci.n == 10
+
+
+def test_wilson_by_hand_at_half():
+    # 5 of 10: centre 0.5, half-width z*sqrt(0.25/10 + z^2/400)/(1 + z^2/10)
+    z = 1.959963984540054
+    half = z * np.sqrt(0.25 / 10 + z**2 / 400) / (1 + z**2 / 10)
+    ci = wilson_pct(5, 10)
+    assert ci.low == pytest.approx(100 * (0.5 - half)) and ci.high == pytest.approx(
+        100 * (0.5 + half)
+    )
+    assert ci.half_width == pytest.approx(100 * half)
+
+
+def test_degenerate_intervals_are_neutral():
+    assert wilson_pct(0, 0) == Interval(None, None, None, "none", 0)
+    assert percentile_interval([], 50) == Interval(None, None, None, "none", 0)
+    one = percentile_interval([0.3, None], 50)
+    assert one.value == 0.3 and one.low is None and one.n == 1
+    assert rtfx_bootstrap([]).value is None
+    assert repeats_interval([None, None]).value is None
+    assert not Interval(1.0, None, None, "none", 1).excludes(0.0)
+
+
+def test_bootstrap_is_seeded_and_brackets_the_percentile():
+    values = [0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.9, 1.2]
+    a, b = percentile_interval(values, 90), percentile_interval(values, 90)
+    assert a == b
+    assert a.value == pytest.approx(np.percentile(values, 90))
+    assert a.low <= a.value <= a.high and a.method == "bootstrap" and a.n == 8
+
+
+def test_rtfx_bootstrap_keeps_the_window():
+    # 4 requests of 2 s audio each, all sent at 0 and done at 1 s: window 1 s, RTFx 8.
+    # Every resample draws four 2 s requests: the interval is the point [8, 8].
+    recs = [{"ok": True, "t_submit_s": 0.0, "wall_s": 1.0, "audio_s": 2.0} for _ in range(4)]
+    assert rtfx_bootstrap(recs) == Interval(8.0, 8.0, 8.0, "bootstrap", 4)
+    # one failure: RTFx 6 (it counts 0 audio), the resamples spread from 2 to 8
+    recs[0] = {**recs[0], "ok": False}
+    ci = rtfx_bootstrap(recs)
+    assert ci.value == pytest.approx(6.0) and 2.0 <= ci.low < 6.0 < ci.high <= 8.0
+
+
+def test_repeats_interval_is_student_t_by_hand():
+    # mean 10, sd 1 over 4 rounds: se 0.5, t(0.975, 3) = 3.182446
+    ci = repeats_interval([9.0, 11.0, 9.0, 11.0])
+    sd = np.std([9.0, 11.0, 9.0, 11.0], ddof=1)
+    assert ci.value == 10.0 and ci.n == 4 and ci.method == "repeats-t"
+    assert ci.half_width == pytest.approx(3.182446 * sd / 2.0, rel=1e-5)
+
+
+def test_rtfx_interval_uses_repeats_when_there_are_rounds():
+    def run(audio):
+        return [{"ok": True, "t_submit_s": 0.0, "wall_s": 1.0, "audio_s": audio}]
+
+    assert rtfx_interval([run(2.0)]).method == "bootstrap"
+    ci = rtfx_interval([run(2.0), run(4.0)])
+    assert ci.method == "repeats-t" and ci.value == pytest.approx(3.0) and ci.n == 2
+
+
+def test_paired_ratio_by_round():
+    # A is 2x B in every round, whatever the round's drift: the ratio is exactly 2
+    ci = paired_interval([20.0, 30.0, 25.0], [10.0, 15.0, 12.5], ratio=True)
+    assert ci == Interval(pytest.approx(2.0), pytest.approx(2.0), pytest.approx(2.0), "paired-t", 3)
+    # differences 1, 2, 3: mean 2, sd 1, se 1/sqrt(3), t(0.975, 2) = 4.302653
+    d = paired_interval([11.0, 12.0, 13.0], [10.0, 10.0, 10.0])
+    assert d.value == pytest.approx(2.0)
+    assert d.half_width == pytest.approx(4.302653 / np.sqrt(3), rel=1e-5)
+    assert not d.excludes(0.0)  # too wide for 3 rounds
+
+
+def test_ratio_interval_marks_indistinguishable_systems():
+    def run(audio, n=20):
+        return [
+            {"ok": True, "t_submit_s": 0.1 * i, "wall_s": 1.0, "audio_s": audio + 0.3 * (i % 5)}
+            for i in range(n)
+        ]
+
+    same = rtfx_ratio_interval([run(2.0)], [run(2.0)])
+    assert same.value == pytest.approx(1.0) and not same.excludes(1.0)
+    apart = rtfx_ratio_interval([run(4.0)], [run(2.0)])
+    assert apart.value > 1.5 and apart.excludes(1.0)
+    paired = rtfx_ratio_interval([run(4.0), run(4.2)], [run(2.0), run(2.1)])
+    assert paired.method == "paired-t" and paired.n == 2
+
+
+def test_point_intervals_from_records():
+    recs = [
+        {
+            "ok": True,
+            "warmup": False,
+            "t_submit_s": 0.1 * i,
+            "wall_s": 1.0,
+            "audio_s": 2.0,
+            "ttfa_s": 0.1 + 0.01 * i,
+            "max_underrun_s": 0.03 * i,  # 0, .03, ... .27
+            "continuity_ok": 0.03 * i <= 0.1,
+        }
+        for i in range(10)
+    ]
+    got = point_intervals([recs])
+    assert got["rounds"] == 1 and got["rtfx"].method == "bootstrap"
+    # at 0.05 s: i = 0, 1 -> 2 of 10; at 0.1: i <= 3 -> 4; at 0.2: i <= 6 -> 7
+    assert [got["continuity_pct_at"][t].value for t in (0.05, 0.1, 0.2)] == [20.0, 40.0, 70.0]
+    assert got["continuity_pct"].value == 40.0
+    perceived = [0.1 + 0.01 * i + 0.03 * i for i in range(10)]
+    assert got["perceived_first_audio_s"]["p90"] == pytest.approx(np.percentile(perceived, 90))
+    assert got["perceived_first_audio_s_p50"].value == pytest.approx(np.median(perceived))

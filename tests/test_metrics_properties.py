@@ -10,7 +10,10 @@ from thetalker.metrics import (
     bytes_per_second,
     compute_continuity_stats,
     compute_stalls,
+    percentile_interval,
     request_figures,
+    rtfx_bootstrap,
+    wilson_pct,
 )
 
 RATE = 24000
@@ -82,3 +85,62 @@ def test_audible_first_audio_is_never_before_first_byte(tl, silence_s, amplitude
     figs = request_figures(arrivals, nbytes, pcm, RATE)
     assert figs["ttfa_audible_s"] >= figs["ttfa_s"]
     assert figs["ttfa_audible_s"] >= figs["ttfa_audible_naive_s"] - 1e-9
+
+
+# --- intervals ---------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 200), st.data())
+def test_wilson_contains_the_estimate_and_is_never_certain(n, data):
+    k = data.draw(st.integers(0, n))
+    ci = wilson_pct(k, n)
+    assert ci.low <= ci.value <= ci.high
+    # a finite sample never proves 0% or 100%: the far bound stays open
+    assert ci.low < 100.0 and ci.high > 0.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 50), st.data(), st.integers(2, 4))
+def test_wilson_narrows_with_more_requests(n, data, factor):
+    k = data.draw(st.integers(0, n))
+    assert wilson_pct(k * factor, n * factor).half_width < wilson_pct(k, n).half_width
+
+
+@st.composite
+def runs(draw, min_size: int = 2, max_size: int = 30):
+    """Scored records of one run: some failures, audio seconds varying request to request."""
+    n = draw(st.integers(min_size, max_size))
+    audio = draw(st.lists(st.floats(0.1, 10.0), min_size=n, max_size=n))
+    ok = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    ok[0] = True
+    return [
+        {"ok": o, "warmup": False, "t_submit_s": 0.05 * i, "wall_s": 1.0, "audio_s": a}
+        for i, (a, o) in enumerate(zip(audio, ok, strict=True))
+    ]
+
+
+@settings(max_examples=25, deadline=None)
+@given(runs())
+def test_rtfx_bootstrap_contains_the_estimate(records):
+    ci = rtfx_bootstrap(records, n_resamples=2000)
+    assert ci.low - 1e-9 <= ci.value <= ci.high + 1e-9
+
+
+@settings(max_examples=20, deadline=None)
+@given(runs(min_size=4))
+def test_rtfx_bootstrap_narrows_with_more_requests(records):
+    # the same requests four times over, in the same window: the spread of their sum
+    # relative to the window halves (sqrt(4)); allow resampling noise
+    many = [dict(r, t_submit_s=r["t_submit_s"] / 4) for r in records for _ in range(4)]
+    few, lots = rtfx_bootstrap(records, n_resamples=2000), rtfx_bootstrap(many, n_resamples=2000)
+    width_few = few.half_width / few.value
+    width_lots = lots.half_width / lots.value
+    assert width_lots <= width_few * 0.75 + 1e-9
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(0.01, 5.0), min_size=2, max_size=40), st.sampled_from([50, 90]))
+def test_percentile_interval_contains_the_estimate(values, q):
+    ci = percentile_interval(values, q, n_resamples=2000)
+    assert ci.low - 1e-9 <= ci.value <= ci.high + 1e-9
