@@ -1,9 +1,18 @@
-"""results/points.csv: one row per load point, every summary figure, from records alone.
+"""results/points.csv: one row per load point, every summary figure and its interval, from
+records alone.
 
-Each row is `thetalker.metrics.summarize_point` over one `records.jsonl`, so the tables
-rebuild with no server and no summary.json. System, model and concurrency come from the
-documented layout `.../runs/{system}/{model}/c{N}/records.jsonl`. Percentile blocks are
-flattened to `<figure>_p50`, `<figure>_n`, ...
+Each row is `thetalker.metrics.summarize_point` and `thetalker.metrics.point_intervals`
+over the records of one point, so the tables rebuild with no server and no summary.json.
+The layout names the point: `.../runs/{system}/{model}/{point}/records.jsonl`, where
+`{point}` is `c{N}` (closed loop, N streams) or `r{R}` (open loop, R requests per second).
+A point run several times (`repeats`) keeps each round in `.../{point}/round{k}/records.jsonl`;
+its row pools the rounds' requests for counts, continuity and percentiles, and takes
+`rtfx`, `chars_per_s` and `window_s` as the mean over the rounds (each round has its own
+clock). Percentile blocks are flattened to `<figure>_p50`, `<figure>_n`, ...; an interval
+adds `<figure>_low`, `<figure>_high` (and `rtfx_method`: `bootstrap` or `repeats-t`).
+Continuity at each threshold T is `continuity_pct_{T}s` (with `_low`, `_high`). The
+`records` column lists the point's records files (`;`-separated, one per round), which
+the tables read again for the ratio column's interval.
 
     python -m thetalker.report.points --out results/points.csv RECORDS.jsonl...
 """
@@ -15,16 +24,26 @@ import csv
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from thetalker.metrics import summarize_point
+from thetalker.metrics import (
+    CONTINUITY_THRESHOLDS_S,
+    Interval,
+    point_intervals,
+    summarize_point,
+)
 from thetalker.records import RecordError, read_records
 
 __all__ = [
     "POINT_KEYS",
     "PointPathError",
+    "PointLocation",
     "point_key",
+    "point_location",
+    "point_label",
+    "threshold_column",
     "flatten",
     "point_row",
     "points_rows",
@@ -33,20 +52,65 @@ __all__ = [
 ]
 
 POINT_KEYS = ("system", "model", "concurrency")
-_POINT_DIR = re.compile(r"^c(\d+)$")
+_POINT_DIR = re.compile(r"^(?:c(\d+)|r(\d+(?:\.\d+)?))$")
+_ROUND_DIR = re.compile(r"^round(\d+)$")
 
 
 class PointPathError(ValueError):
-    """A records path outside the runs/{system}/{model}/c{N}/ layout."""
+    """A records path outside the runs/{system}/{model}/{point}/ layout."""
+
+
+@dataclass(frozen=True)
+class PointLocation:
+    """Where a records.jsonl sits: its (system, model, point) and round (1 when none)."""
+
+    system: str
+    model: str
+    point: str
+    concurrency: int | None
+    request_rate: float | None
+    round: int = 1
+
+
+def point_label(concurrency: int | None = None, request_rate: float | None = None) -> str:
+    """`c{N}` or `r{R}` (R printed with %g, so 2.0 is `r2`)."""
+    return f"c{int(concurrency)}" if concurrency is not None else f"r{float(request_rate):g}"
+
+
+def point_location(records_path: str | Path) -> PointLocation:
+    path = Path(records_path)
+    parent = path.parent
+    round_match = _ROUND_DIR.match(parent.name)
+    if round_match:
+        parent = parent.parent
+    match = _POINT_DIR.match(parent.name)
+    if not match or len(parent.parts) < 3:
+        raise PointPathError(
+            f"{path}: expected .../{{system}}/{{model}}/{{c<N>|r<R>}}[/round<k>]/records.jsonl"
+        )
+    concurrency = int(match.group(1)) if match.group(1) else None
+    rate = float(match.group(2)) if match.group(2) else None
+    return PointLocation(
+        system=parent.parent.parent.name,
+        model=parent.parent.name,
+        point=point_label(concurrency, rate),
+        concurrency=concurrency,
+        request_rate=rate,
+        round=int(round_match.group(1)) if round_match else 1,
+    )
 
 
 def point_key(records_path: str | Path) -> tuple[str, str, int]:
     """(system, model, concurrency) of `.../{system}/{model}/c{N}/records.jsonl`."""
-    path = Path(records_path)
-    match = _POINT_DIR.match(path.parent.name)
-    if not match or len(path.parts) < 4:
-        raise PointPathError(f"{path}: expected .../{{system}}/{{model}}/c{{N}}/records.jsonl")
-    return path.parent.parent.parent.name, path.parent.parent.name, int(match.group(1))
+    where = point_location(records_path)
+    if where.concurrency is None:
+        raise PointPathError(f"{records_path}: expected .../{{system}}/{{model}}/c{{N}}/...")
+    return where.system, where.model, where.concurrency
+
+
+def threshold_column(threshold_s: float) -> str:
+    """The points.csv column of continuity at one threshold: `continuity_pct_0.05s`."""
+    return f"continuity_pct_{threshold_s:g}s"
 
 
 def flatten(summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -61,14 +125,73 @@ def flatten(summary: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
-def point_row(records_path: str | Path) -> dict[str, Any]:
-    system, model, concurrency = point_key(records_path)
-    summary = summarize_point(read_records(records_path), concurrency=concurrency)
-    return {"system": system, "model": model, **flatten(summary)}
+def _interval_columns(name: str, ci: Interval) -> dict[str, Any]:
+    return {name: ci.value, f"{name}_low": ci.low, f"{name}_high": ci.high}
 
 
-def points_rows(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    return [point_row(path) for path in paths]
+def _mean(values: Sequence[float | None]) -> float | None:
+    data = [float(v) for v in values if v is not None]
+    return sum(data) / len(data) if data else None
+
+
+def point_row(
+    records_path: str | Path | Sequence[str | Path],
+    thresholds_s: Sequence[float] = CONTINUITY_THRESHOLDS_S,
+) -> dict[str, Any]:
+    """One point's row from its records file (or the files of its rounds)."""
+    paths = [records_path] if isinstance(records_path, str | Path) else list(records_path)
+    where = [point_location(p) for p in paths]
+    first = where[0]
+    if any((w.system, w.model, w.point) != (first.system, first.model, first.point) for w in where):
+        raise PointPathError(f"{paths[0]}: rounds of different points given together")
+    rounds = [list(read_records(p)) for p in paths]
+    pooled = [r for one in rounds for r in one]
+    summary = flatten(summarize_point(pooled, concurrency=first.concurrency))
+    figures = point_intervals(rounds, thresholds_s)
+    if len(rounds) > 1:
+        # Each round has its own clock: a rate is the mean over rounds, not pooled.
+        per_round = [summarize_point(r) for r in rounds]
+        for key in ("rtfx", "chars_per_s", "window_s"):
+            summary[key] = _mean([s[key] for s in per_round])
+    row: dict[str, Any] = {
+        "system": first.system,
+        "model": first.model,
+        "point": first.point,
+        "request_rate": first.request_rate,
+        "rounds": len(rounds),
+        **summary,
+        **_interval_columns("rtfx", figures["rtfx"]),
+        "rtfx_method": figures["rtfx"].method,
+        "rtfx_by_round": ";".join(f"{v:.6g}" for v in figures["rtfx_by_round"] if v is not None),
+        **_interval_columns("continuity_pct", figures["continuity_pct"]),
+    }
+    for t, ci in figures["continuity_pct_at"].items():
+        row.update(_interval_columns(threshold_column(t), ci))
+    for name in ("ttfa_s_p50", "ttfa_s_p90"):
+        row.update(_interval_columns(name, figures[name]))
+    for key, value in figures["perceived_first_audio_s"].items():
+        row[f"perceived_first_audio_s_{key}"] = value
+    for name in ("perceived_first_audio_s_p50", "perceived_first_audio_s_p90"):
+        row.update(_interval_columns(name, figures[name]))
+    row["records"] = ";".join(str(p) for p in paths)
+    return row
+
+
+def _group_rounds(paths: Iterable[str | Path]) -> list[list[Path]]:
+    """Records files grouped by point, in first-seen order, each group sorted by round."""
+    groups: dict[tuple[str, str, str], list[tuple[int, Path]]] = {}
+    for path in paths:
+        where = point_location(path)
+        groups.setdefault((where.system, where.model, where.point), []).append(
+            (where.round, Path(path))
+        )
+    return [[p for _, p in sorted(group)] for group in groups.values()]
+
+
+def points_rows(
+    paths: Iterable[str | Path], thresholds_s: Sequence[float] = CONTINUITY_THRESHOLDS_S
+) -> list[dict[str, Any]]:
+    return [point_row(group, thresholds_s) for group in _group_rounds(paths)]
 
 
 def write_points(rows: Sequence[Mapping[str, Any]], out: str | Path) -> None:
@@ -87,9 +210,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m thetalker.report.points", description=__doc__)
     parser.add_argument("records", nargs="+", type=Path, help="records.jsonl of each point")
     parser.add_argument("--out", required=True, type=Path, help="points.csv to write")
+    parser.add_argument(
+        "--continuity-thresholds-s",
+        nargs="+",
+        type=float,
+        default=list(CONTINUITY_THRESHOLDS_S),
+        help="thresholds (s) of the continuity columns (report.continuity_thresholds_s)",
+    )
     args = parser.parse_args(argv)
     try:
-        rows = points_rows(args.records)
+        rows = points_rows(args.records, args.continuity_thresholds_s)
     except (RecordError, PointPathError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -1,0 +1,114 @@
+"""thetalker.capacity: service level, capacity verdicts and bisection, worked by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from thetalker.capacity import (
+    AT_LEAST,
+    FOUND,
+    NEVER,
+    NO_POINTS,
+    Capacity,
+    ServiceLevel,
+    find_capacity,
+    next_load,
+    passes,
+    refine,
+)
+
+GRID = [1, 2, 4, 8, 16, 32, 64]
+
+
+def test_service_level_needs_continuity_and_optionally_ttfa():
+    level = ServiceLevel(95.0)
+    assert level.holds({"continuity_pct": 95.0})  # inclusive
+    assert not level.holds({"continuity_pct": 94.9})
+    assert not level.holds({"continuity_pct": None}) and not level.holds(None)
+    slo = ServiceLevel(95.0, ttfa_slo_s=0.5)
+    assert slo.holds({"continuity_pct": 100.0, "ttfa_s_p90": 0.5})  # points.csv row
+    assert slo.holds({"continuity_pct": 100.0, "ttfa_s": {"p90": 0.4}})  # summary.json
+    assert not slo.holds({"continuity_pct": 100.0, "ttfa_s_p90": 0.51})
+    assert not slo.holds({"continuity_pct": 100.0, "ttfa_s_p90": None})
+
+
+def test_capacity_is_the_last_pass_before_the_first_failure():
+    # 1..16 pass, 32 fails, 64 passes by luck: the knee is 16, not 64
+    passed = {1: True, 2: True, 4: True, 8: True, 16: True, 32: False, 64: True}
+    assert find_capacity(passed) == Capacity(16, FOUND, 32)
+    assert find_capacity(passed).label() == "16"
+
+
+def test_capacity_at_the_top_of_the_grid_is_at_least():
+    cap = find_capacity(dict.fromkeys(GRID, True))
+    assert cap == Capacity(64, AT_LEAST) and cap.label() == "at least 64"
+
+
+def test_capacity_when_the_first_point_fails_is_never():
+    cap = find_capacity({1: False, 2: False, 4: True})
+    assert cap == Capacity(None, NEVER, 1) and cap.label() == "never (fails at 1)"
+    assert find_capacity({}) == Capacity(None, NO_POINTS) and find_capacity({}).label() == "n/a"
+
+
+def test_passes_applies_the_level_to_each_point():
+    points = {8: {"continuity_pct": 100.0}, 16: {"continuity_pct": 90.0}}
+    assert passes(points, ServiceLevel(95.0)) == {8: True, 16: False}
+
+
+def test_bisection_worked_by_hand():
+    # The knee is at 26: loads <= 26 hold. Grid: 16 passes, 32 fails.
+    # step 1: (16 + 32) // 2 = 24 passes  -> bracket [24, 32]
+    # step 2: (24 + 32) // 2 = 28 fails   -> bracket [24, 28]
+    # step 3: (24 + 28) // 2 = 26 passes  -> bracket [26, 28]
+    # step 4: (26 + 28) // 2 = 27 fails   -> bracket [26, 27]: adjacent, done
+    grid_results = {c: c <= 16 for c in GRID}
+    tried: list[int] = []
+
+    def probe(c):
+        tried.append(c)
+        return c <= 26
+
+    results = refine(grid_results, probe, GRID, max_steps=10)
+    assert tried == [24, 28, 26, 27]
+    assert find_capacity(results) == Capacity(26, FOUND, 27)
+
+
+def test_bisection_stops_after_max_steps():
+    # same knee, 2 steps allowed: 24 (pass), 28 (fail); the answer is 24, bracket [24, 28]
+    grid_results = {c: c <= 16 for c in GRID}
+    results = refine(grid_results, lambda c: c <= 26, GRID, max_steps=2)
+    assert sorted(set(results) - set(GRID)) == [24, 28]
+    assert find_capacity(results) == Capacity(24, FOUND, 28)
+    assert next_load(results, GRID, max_steps=2) is None
+    assert next_load(results, GRID, max_steps=3) == 26
+
+
+@pytest.mark.parametrize(
+    "grid_results",
+    [dict.fromkeys(GRID, True), dict.fromkeys(GRID, False), {}],
+    ids=["no failing point", "no passing point", "no points"],
+)
+def test_no_bracket_plans_nothing(grid_results):
+    assert next_load(grid_results, GRID, max_steps=5) is None
+    assert refine(grid_results, lambda c: pytest.fail("probed"), GRID, 5) == grid_results
+
+
+def test_adjacent_integers_cannot_be_split():
+    assert next_load({4: True, 5: False}, [4, 5]) is None
+
+
+def test_bisection_of_request_rates():
+    # rates 1, 2, 4 req/s; 2 holds, 4 does not; the knee is 3.2
+    # 3.0 passes -> [3, 4]; 3.5 fails -> [3, 3.5]; 3.25 fails -> [3, 3.25]:
+    # 0.25 > 5% of 3.25 (0.1625): 3.125 passes -> [3.125, 3.25]: 0.125 <= 0.1625, done
+    grid_results = {1.0: True, 2.0: True, 4.0: False}
+    tried: list[float] = []
+
+    def probe(rate):
+        tried.append(rate)
+        return rate <= 3.2
+
+    results = refine(grid_results, probe, [1.0, 2.0, 4.0], max_steps=10, integer=False)
+    assert tried == [3.0, 3.5, 3.25, 3.125]
+    assert find_capacity(results) == Capacity(3.125, FOUND, 3.25)
+    assert find_capacity(results).label(" req/s") == "3.125 req/s"
