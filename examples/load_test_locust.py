@@ -2,6 +2,12 @@
 
     locust -f examples/load_test_locust.py --headless -u 1 -r 1 -t 60s \
         --host http://127.0.0.1:8091 --arrival-rate 4 --arrival-seed 42 --csv results/locust
+    locust -f examples/load_test_locust.py --headless -u 1 -r 1 -t 60s --port 8091 --voice joe
+
+The server: locust's `--host` (a base URL), or `--base-url` (the other examples' name,
+overrides `--host`), with `--port` replacing the port (default http://127.0.0.1:8091). The
+voice: `--voice NAME` (an uploaded or built-in voice, sent as "voice") or `--speaker NAME`
+(default joe, the embedded server's); `--task-type` (default CustomVoice).
 
 A closed-loop user sends its next request only after the last one finished, so a slow
 server gets fewer requests and looks better than it is. Here each locust user is an arrival
@@ -27,6 +33,7 @@ import random
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import gevent
 import requests
@@ -36,10 +43,11 @@ from requests.adapters import HTTPAdapter
 
 from thetalker.prompts import Prompt, load_prompts
 
-__all__ = ["OpenLoopSpeaker"]
+__all__ = ["OpenLoopSpeaker", "server_url"]
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parent.parent / "prompts/seed_tts_eval_en_100.jsonl"
 REQUEST_NAME = "/v1/audio/speech"
+DEFAULT_BASE_URL = "http://127.0.0.1:8091"
 _user_numbers = itertools.count()
 
 
@@ -49,11 +57,28 @@ def _add_arguments(parser: Any) -> None:
     group.add_argument("--arrival-rate", type=float, default=1.0, help="requests/s, all users")
     group.add_argument("--arrival-seed", type=int, default=42, help="seeds gaps and prompts")
     group.add_argument("--prompts-file", default=str(DEFAULT_PROMPTS), help="prompts JSONL")
+    group.add_argument("--base-url", default="", help="server base URL (overrides --host)")
+    group.add_argument("--port", type=int, default=None, help="server port (replaces the URL's)")
     group.add_argument("--speaker", default="joe", help="preset voice (Qwen3-TTS: ryan)")
+    group.add_argument("--voice", default="", help="an uploaded voice NAME (sent as voice)")
+    group.add_argument("--task-type", default="CustomVoice", help="request task_type")
     group.add_argument("--model-name", default="", help='sent as "model" when set')
     group.add_argument("--max-in-flight", type=int, default=256, help="open requests per user")
     group.add_argument("--request-timeout", type=float, default=120.0, help="seconds")
     group.add_argument("--drain-timeout", type=float, default=10.0, help="wait at stop, s")
+
+
+def server_url(base: str | None, port: int | None) -> str:
+    """`http://host:port` from a base URL or a bare host, `--port` replacing the port."""
+    url = (base or DEFAULT_BASE_URL).rstrip("/")
+    if "://" not in url:
+        url = "http://" + url
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    if port is not None:
+        parts = urlsplit(url)
+        url = urlunsplit((parts.scheme, f"{parts.hostname}:{port}", parts.path, "", ""))
+    return url
 
 
 class OpenLoopSpeaker(User):
@@ -75,7 +100,7 @@ class OpenLoopSpeaker(User):
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=opts.max_in_flight)
         self.http.mount("http://", adapter)
         self.http.mount("https://", adapter)
-        self.url = (self.host or "http://127.0.0.1:8091").rstrip("/") + REQUEST_NAME
+        self.url = server_url(opts.base_url or self.host, opts.port) + REQUEST_NAME
         self.next_arrival = time.monotonic()
 
     @task
@@ -99,13 +124,16 @@ class OpenLoopSpeaker(User):
         opts = self.environment.parsed_options
         body: dict[str, Any] = {
             "input": prompt.text,
-            "task_type": "CustomVoice",
-            "speaker": opts.speaker,
+            "task_type": opts.task_type,
             "language": "English",
             "stream": True,
             "stream_format": "audio",
             "response_format": "pcm",
         }
+        if opts.voice:
+            body["voice"] = opts.voice
+        else:
+            body["speaker"] = opts.speaker
         if opts.model_name:
             body["model"] = opts.model_name
         return body

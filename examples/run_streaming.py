@@ -1,17 +1,27 @@
 """One streamed speech request, saved as a WAV, then what a listener would have heard.
 
-    python examples/run_streaming.py --base-url http://127.0.0.1:8091 \
-        --text "Hello there. This is a streamed answer." --out hello.wav
+    python examples/run_streaming.py --ref-audio reference/ref.wav \
+        --ref-text "$(cat reference/ref.txt)" \
+        --text "The quick brown fox jumps over the lazy dog." --out out.wav
+    python examples/run_streaming.py --voice thetalker_ref --text "..." --out out.wav
+    python examples/run_streaming.py --sample-rate "$(thetalker-deploy --sample-rate voxcpm2)" ...
+    python examples/run_streaming.py --port 8091 --voice joe --text "Hello there."  # local
 
-The request asks for a raw audio stream in `wav` format, so the server's 44-byte header
-states the sample rate (a `pcm` stream carries none: pass `--format pcm --sample-rate`).
-Each server chunk is stamped when its last byte arrives (aiohttp's `iter_chunks()`), and
-every figure printed comes from `thetalker.metrics`, the same code the benchmark uses:
+The voice: `--voice NAME` (an uploaded voice, or a built-in one), `--speaker NAME` (a
+built-in speaker), or `--ref-audio` with `--ref-text` (cloning, task_type Base); with none
+of them, the embedded server's speaker `joe`. The server: `--host`/`--port` (default
+127.0.0.1:8091) or `--base-url`. The body is the benchmark's own
+(`thetalker.client.build_request_body`), asking for a raw audio stream in `wav` format so
+the server's 44-byte header states the sample rate (`--format pcm` needs `--sample-rate`;
+with `wav`, a `--sample-rate` the header contradicts is an error). Each server chunk is
+stamped when its last byte arrives (aiohttp's `iter_chunks()`), and every figure printed
+comes from `thetalker.metrics`, the same code the benchmark uses:
 
-- first byte: when the first audio arrived;
-- audible: when a real-time player that starts at the first byte would play the first
+- the file written, with its audio seconds and chunk count;
+- TTFA first byte: when the first audio arrived;
+- TTFA audible: when a real-time player that starts at the first byte would play the first
   loud sample, and how much silence the model put before it;
-- longest gap between two chunk arrivals;
+- the longest gap between two chunk arrivals;
 - "no stall" or "WOULD HAVE STALLED", with the worst underrun (upstream's definition: the
   smallest prebuffer that would have avoided every underrun).
 
@@ -32,6 +42,7 @@ from typing import Any
 import aiohttp
 
 from thetalker import metrics
+from thetalker.client import BenchOptions, OptionsError, build_request_body, validate_options
 from thetalker.wavio import (
     WAV_HEADER_BYTES,
     WavError,
@@ -40,9 +51,19 @@ from thetalker.wavio import (
     write_wav,
 )
 
-__all__ = ["StreamResult", "build_body", "stream_speech", "describe_playback", "main"]
+__all__ = [
+    "StreamResult",
+    "add_voice_arguments",
+    "options_from_args",
+    "request_body",
+    "stream_speech",
+    "describe_playback",
+    "main",
+]
 
 SPEECH_PATH = "/v1/audio/speech"
+DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog."
+LOCAL_SPEAKER = "joe"  # the embedded server's one voice, used when no voice is given
 
 
 @dataclass
@@ -59,37 +80,6 @@ class StreamResult:
     @property
     def ok(self) -> bool:
         return self.error is None and bool(self.pcm)
-
-
-def build_body(
-    text: str,
-    *,
-    response_format: str = "wav",
-    model: str | None = None,
-    speaker: str | None = "joe",
-    task_type: str = "CustomVoice",
-    language: str = "English",
-    ref_audio: str | Path | None = None,
-    ref_text: str | None = None,
-) -> dict[str, Any]:
-    """The request body of the benchmark (docs/speech-api.md), raw audio stream."""
-    body: dict[str, Any] = {
-        "input": text,
-        "task_type": task_type,
-        "language": language,
-        "stream": True,
-        "stream_format": "audio",
-        "response_format": response_format,
-    }
-    if model:
-        body["model"] = model
-    if ref_audio is not None:
-        body["ref_audio"] = wav_data_uri(ref_audio)
-        if ref_text:
-            body["ref_text"] = ref_text
-    elif speaker:
-        body["speaker"] = speaker
-    return body
 
 
 async def stream_speech(
@@ -145,10 +135,14 @@ async def stream_speech(
             result.error = "the stream ended with half a sample"
         elif result.sample_rate is None:
             result.error = "unknown sample rate: use --format wav or pass --sample-rate"
+        elif sample_rate and result.sample_rate != sample_rate:
+            result.error = (
+                f"the server streams {result.sample_rate} Hz, --sample-rate says {sample_rate}"
+            )
     return result
 
 
-def describe_playback(result: StreamResult, threshold_s: float) -> list[str]:
+def describe_playback(result: StreamResult, out: Path, threshold_s: float) -> list[str]:
     """What a listener would have heard, as printable lines (figures from metrics)."""
     assert result.sample_rate is not None
     figures = metrics.request_figures(
@@ -156,85 +150,127 @@ def describe_playback(result: StreamResult, threshold_s: float) -> list[str]:
     )
     arrivals = result.chunk_arrival_s
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
-    longest = max(gaps, default=0.0)
-    where = f" (before chunk {gaps.index(longest) + 2})" if gaps else " (one chunk)"
-    lines = [
-        f"audio          {figures['audio_s']:.2f} s at {result.sample_rate} Hz in "
-        f"{len(arrivals)} chunks, {result.wall_s:.3f} s wall",
-        f"first byte     {figures['ttfa_s']:.3f} s",
-        f"audible        {figures['ttfa_audible_s']:.3f} s "
-        f"(leading silence {figures['leading_silence_s']:.3f} s)",
-        f"longest gap    {longest:.3f} s{where}",
-    ]
+    if gaps:
+        longest = max(gaps)
+        gap = f"{longest:.3f} s (before chunk {gaps.index(longest) + 2})"
+    else:
+        gap = "n/a (one chunk)"
     underrun = figures["max_underrun_s"]
     if figures["continuity_ok"]:
-        lines.append(
-            f"player         no stall (worst underrun {underrun:.3f} s <= {threshold_s} s)"
-        )
+        verdict = f"no stall (worst underrun {underrun:.3f} s, budget {threshold_s:.3f} s)"
     else:
-        lines.append(
-            f"player         WOULD HAVE STALLED: worst underrun {underrun:.3f} s "
-            f"(> {threshold_s} s), {figures['stalls']} stall(s), {figures['stall_s']:.3f} s silent"
+        verdict = (
+            f"WOULD HAVE STALLED: worst underrun {underrun:.3f} s (budget {threshold_s:.3f} s), "
+            f"{figures['stalls']} stall(s), {figures['stall_s']:.3f} s silent"
         )
-    return lines
+    return [
+        f"wrote {out} ({figures['audio_s']:.2f} s of audio at {result.sample_rate} Hz "
+        f"in {len(arrivals)} chunk{'' if len(arrivals) == 1 else 's'}, "
+        f"{result.wall_s:.3f} s wall)",
+        f"TTFA first byte : {figures['ttfa_s']:.3f} s",
+        f"TTFA audible    : {figures['ttfa_audible_s']:.3f} s "
+        f"(leading silence {figures['leading_silence_s']:.3f} s)",
+        f"longest gap     : {gap}",
+        f"playback        : {verdict}",
+    ]
 
 
 def add_voice_arguments(parser: argparse.ArgumentParser) -> None:
-    """Server and voice options shared with run_long_text.py."""
-    parser.add_argument("--base-url", default="http://127.0.0.1:8091", help="no trailing /v1")
-    parser.add_argument("--model", default=None, help="served model name (sent when set)")
-    parser.add_argument("--speaker", default="joe", help="preset voice (Qwen3-TTS: ryan, ...)")
-    parser.add_argument("--task-type", default=None, help="default CustomVoice, Base with a clip")
-    parser.add_argument("--language", default="English")
-    parser.add_argument("--ref-audio", type=Path, default=None, help="clone this WAV (Base)")
-    parser.add_argument("--ref-text", default=None, help="transcript of --ref-audio")
-    parser.add_argument("--format", choices=("wav", "pcm"), default="wav", dest="response_format")
-    parser.add_argument("--sample-rate", type=int, default=None, help="needed with --format pcm")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    parser.add_argument("--threshold", type=float, default=metrics.CONTINUITY_THRESHOLD_S)
+    """Server and voice options shared with run_long_text.py (the original's flags too)."""
+    where = parser.add_argument_group("server")
+    where.add_argument("--host", default="127.0.0.1")
+    where.add_argument("--port", type=int, default=8091)
+    where.add_argument("--base-url", default=None, help="e.g. http://h:8091 (overrides host/port)")
+    where.add_argument("--model", default=None, help="served model name (sent when set)")
+    voice = parser.add_argument_group("voice")
+    voice.add_argument("--voice", default=None, help="an uploaded (or built-in) voice NAME")
+    voice.add_argument("--speaker", default=None, help="built-in speaker (Qwen3-TTS: ryan, ...)")
+    voice.add_argument("--ref-audio", type=Path, default=None, help="clone this WAV (Base)")
+    voice.add_argument("--ref-text", default=None, help="transcript of --ref-audio")
+    voice.add_argument(
+        "--task-type", default=None, help="default: Base with --ref-audio, else CustomVoice"
+    )
+    voice.add_argument("--instruct", "--instructions", default=None, help="VoiceDesign style")
+    voice.add_argument("--language", default="English")
+    voice.add_argument("--max-new-tokens", type=int, default=None, help="cap on codec tokens")
+    audio = parser.add_argument_group("audio")
+    audio.add_argument(
+        "--format", choices=("wav", "pcm"), default="wav", dest="response_format",
+        help="wav (default): the header states the rate; pcm needs --sample-rate",
+    )  # fmt: skip
+    audio.add_argument(
+        "--sample-rate", type=int, default=None,
+        help="the model's rate (thetalker-deploy --sample-rate NAME); checked against wav",
+    )  # fmt: skip
+    audio.add_argument("--timeout", "--timeout-s", type=float, default=120.0, help="s/request")
+    audio.add_argument(
+        "--threshold", "--continuity-threshold-s", type=float,
+        default=metrics.CONTINUITY_THRESHOLD_S, help="underrun budget, s (vllm-omni: 0.1)",
+    )  # fmt: skip
 
 
-def body_from_args(args: argparse.Namespace, text: str) -> dict[str, Any]:
+def options_from_args(args: argparse.Namespace) -> BenchOptions:
+    """The request's options in the benchmark's own terms (validated by the library)."""
     task_type = args.task_type or ("Base" if args.ref_audio else "CustomVoice")
-    return build_body(
-        text,
-        response_format=args.response_format,
+    no_voice = not (args.voice or args.speaker or args.ref_audio)
+    speaker = LOCAL_SPEAKER if no_voice and task_type == "CustomVoice" else args.speaker
+    return BenchOptions(
+        base_url=(args.base_url or f"http://{args.host}:{args.port}").rstrip("/"),
         model=args.model,
-        speaker=args.speaker,
         task_type=task_type,
-        language=args.language,
-        ref_audio=args.ref_audio,
+        speaker=speaker,
+        voice=args.voice,
+        ref_audio=str(args.ref_audio) if args.ref_audio else None,
         ref_text=args.ref_text,
+        instructions=args.instruct,
+        language=args.language or None,
+        max_new_tokens=args.max_new_tokens,
+        response_format=args.response_format,
+        sample_rate=args.sample_rate,
+        timeout_s=args.timeout,
+        threshold_s=args.threshold,
     )
 
 
 def check_voice_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Usage errors (exit 2) before anything is sent; the library names the bad field."""
     if args.response_format == "pcm" and not args.sample_rate:
         parser.error("--format pcm needs --sample-rate (a pcm stream does not state its rate)")
     if args.ref_audio is not None and not args.ref_audio.is_file():
         parser.error(f"--ref-audio: no such file: {args.ref_audio}")
+    try:
+        validate_options(options_from_args(args))
+    except OptionsError as exc:
+        parser.error(str(exc))
 
 
-async def _run(args: argparse.Namespace, text: str) -> int:
-    body = body_from_args(args, text)
+def request_body(opts: BenchOptions, text: str, ref_audio_uri: str | None = None) -> dict[str, Any]:
+    """The benchmark's body for `text`; pass `ref_audio_uri` to read the clip once per run."""
+    if opts.ref_audio and ref_audio_uri is None:
+        ref_audio_uri = wav_data_uri(opts.ref_audio)
+    return build_request_body(opts, text, ref_audio_uri)
+
+
+async def _run(opts: BenchOptions, text: str, out: Path) -> int:
     async with aiohttp.ClientSession() as session:
-        result = await stream_speech(session, args.base_url, body, args.sample_rate, args.timeout)
+        result = await stream_speech(
+            session, opts.base_url, request_body(opts, text), opts.sample_rate, opts.timeout_s
+        )
     if not result.ok:
         print(f"error: {result.error}", file=sys.stderr)
         return 1
     assert result.sample_rate is not None
-    write_wav(args.out, result.pcm, result.sample_rate)
-    print(f"wrote {args.out}")
-    print("\n".join(describe_playback(result, args.threshold)))
+    write_wav(out, result.pcm, result.sample_rate)
+    print("\n".join(describe_playback(result, out, opts.threshold_s)))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="One streamed request and what a player heard.")
-    text = parser.add_mutually_exclusive_group(required=True)
-    text.add_argument("--text", help="what to say")
+    text = parser.add_mutually_exclusive_group()
+    text.add_argument("--text", default=None, help=f"what to say (default: {DEFAULT_TEXT!r})")
     text.add_argument("--text-file", type=Path, help="read what to say from this file")
-    parser.add_argument("--out", type=Path, default=Path("stream.wav"), help="WAV to write")
+    parser.add_argument("--out", type=Path, default=Path("out.wav"), help="WAV to write")
     add_voice_arguments(parser)
     args = parser.parse_args(argv)
     check_voice_arguments(parser, args)
@@ -244,10 +280,10 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             parser.error(f"--text-file {args.text_file}: {exc.strerror}")
     else:
-        content = args.text
+        content = DEFAULT_TEXT if args.text is None else args.text
     if not content.strip():
         parser.error("the text is empty")
-    return asyncio.run(_run(args, content.strip()))
+    return asyncio.run(_run(options_from_args(args), content.strip(), args.out))
 
 
 if __name__ == "__main__":

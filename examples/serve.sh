@@ -3,6 +3,7 @@
 #
 #   examples/serve.sh NAME [PORT] [EXTRA SERVER ARGS...]
 #   MPS=1 examples/serve.sh qwen3tts17b 8091      # under an NVIDIA MPS daemon
+#   MODEL=Qwen/Qwen3-TTS-12Hz-1.7B-Base examples/serve.sh qwen3tts17b 8091  # another checkpoint
 #   examples/serve.sh piper-joe 8091              # the embedded CPU default
 #
 # NAME is a deploy name or alias (`thetalker-deploy` lists them). The script resolves the
@@ -11,7 +12,8 @@
 # first-start timeouts, and with MPS=1 starts an MPS daemon before the server and stops it
 # after. piper-joe starts thetalker-serve-local instead of vllm-omni.
 #
-# Environment: HOST (default 127.0.0.1), MPS (1 = wrap in an MPS daemon),
+# Environment: HOST (default 127.0.0.1), MPS (1 = wrap in an MPS daemon), MODEL (an HF id:
+# serve this checkpoint with NAME's deploy file instead of NAME's own model),
 # SPEAKER_SAMPLES_DIR (uploaded voices; default: a fresh folder, removed at exit),
 # GRACE_S (seconds between SIGTERM and SIGKILL at exit, default 30).
 # Ctrl-C or SIGTERM stops the server's whole process group, then the MPS daemon.
@@ -28,7 +30,8 @@ case $PORT in '' | *[!0-9]*) echo "$0: PORT must be a number, got '$PORT'" >&2; 
 
 # Unknown names: thetalker-deploy exits 2 and lists the known ones.
 DEPLOY=$(thetalker-deploy "$NAME") || exit 2
-MODEL=$(thetalker-deploy "$NAME" --model-id)
+DEPLOY_MODEL=$(thetalker-deploy "$NAME" --model-id)
+MODEL=${MODEL:-$DEPLOY_MODEL}
 export THESTAGE_VLLM_OMNI=0
 
 TEMP_DIRS=()
@@ -67,7 +70,11 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-if [ "$MODEL" = piper-joe ]; then
+if [ "$DEPLOY_MODEL" = piper-joe ]; then
+    if [ "$MODEL" != piper-joe ]; then
+        echo "$0: MODEL=$MODEL ignored: piper-joe serves its one Piper voice" >&2
+        MODEL=piper-joe
+    fi
     CMD=(thetalker-serve-local --host "$HOST" --port "$PORT" --deploy-config "$DEPLOY")
 else
     # The server reloads every voice in this folder at start: give each run its own.
