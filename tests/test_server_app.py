@@ -26,6 +26,7 @@ from thetalker.server.formats import (
     wav_duration_s,
     wav_header,
 )
+from thetalker.server.pieces import MAX_INPUT_CHARS
 from thetalker.server.prom import ServerMetrics
 from thetalker.server.settings import DeployConfigError, engine_settings, load_deploy_config
 from thetalker.server.voices import VoiceError, VoiceStore
@@ -64,52 +65,117 @@ async def post_speech(client: Any, **body: Any) -> aiohttp.ClientResponse:
 
 # --- request validation -------------------------------------------------------------------
 
+PYDANTIC = "Bad Request"  # 0.30.0's request-model errors: type = the HTTP phrase
+ADAPTER = "BadRequestError"  # 0.30.0's model-level refusals, param null
+
 BAD_REQUESTS = [
-    ({"input": ""}, 400, "input"),
-    ({"input": "   "}, 400, "input"),
-    ({"text": "no input key"}, 400, "input"),
-    ({"input": 5}, 400, "input"),
-    ({"input": "Hi.", "model": "Qwen/Qwen3-TTS"}, 404, "model"),
-    ({"input": "Hi.", "response_format": "ogg"}, 400, "response_format"),
+    ({"input": ""}, 400, ADAPTER, None),
+    ({"input": "   "}, 400, ADAPTER, None),
+    ({"text": "no input key"}, 400, PYDANTIC, "body.input"),
+    ({"input": 5}, 400, PYDANTIC, "body.input"),
+    ({"input": "Hi.", "model": "Qwen/Qwen3-TTS"}, 404, "NotFoundError", "model"),
+    ({"input": "Hi.", "response_format": "ogg"}, 400, PYDANTIC, "body.response_format"),
     (
         {"input": "Hi.", "response_format": "mp3", **{"stream": True, "stream_format": "audio"}},
         400,
-        "response_format",
+        PYDANTIC,
+        "body.response_format",
     ),
-    ({"input": "Hi.", "stream": True, "response_format": "flac"}, 400, "response_format"),
-    ({"input": "Hi.", "response_format": "mp3"}, 400, "response_format"),
-    ({"input": "Hi.", "stream_format": "chunks"}, 400, "stream_format"),
-    ({"input": "Hi.", "stream": "yes"}, 400, "stream"),
-    ({"input": "Hi.", "speed": 1.5, **STREAM}, 400, "speed"),
-    ({"input": "Hi.", "speed": 9}, 400, "speed"),
-    ({"input": "Hi.", "task_type": "Clone"}, 400, "task_type"),
+    (
+        {"input": "Hi.", "stream": True, "response_format": "flac"},
+        400,
+        PYDANTIC,
+        "body.response_format",
+    ),
+    ({"input": "Hi.", "response_format": "mp3"}, 400, ADAPTER, None),
+    ({"input": "Hi.", "stream_format": "chunks"}, 400, PYDANTIC, "body.stream_format"),
+    ({"input": "Hi.", "stream": "yes"}, 400, PYDANTIC, "body.stream"),
+    ({"input": "Hi.", "speed": 1.5, **STREAM}, 400, ADAPTER, None),
+    ({"input": "Hi.", "speed": 9}, 400, PYDANTIC, "body.speed"),
+    ({"input": "Hi.", "task_type": "Clone"}, 400, PYDANTIC, "body.task_type"),
     (
         {"input": "Hi.", "task_type": "Base", "ref_audio": "data:audio/wav;base64,AA"},
         400,
-        "task_type",
+        ADAPTER,
+        None,
     ),
-    ({"input": "Hi.", "task_type": "VoiceDesign", "instructions": "deep"}, 400, "task_type"),
-    ({"input": "Hi.", "ref_text": "hello"}, 400, "ref_text"),
-    ({"input": "Hi.", "instructions": "x" * 501}, 400, "instructions"),
-    ({"input": "Hi.", "max_new_tokens": 0}, 400, "max_new_tokens"),
-    ({"input": "Hi.", "max_new_tokens": 5000}, 400, "max_new_tokens"),
-    ({"input": "Hi.", "seed": "x"}, 400, "seed"),
-    ({"input": "Hi.", "speaker": "ryan"}, 400, "speaker"),
-    ({"input": "Hi.", "voice": "vivian"}, 400, "voice"),
+    ({"input": "Hi.", "task_type": "VoiceDesign", "instructions": "deep"}, 400, ADAPTER, None),
+    ({"input": "Hi.", "ref_text": "hello"}, 400, ADAPTER, None),
+    ({"input": "Hi.", "instructions": "x" * 501}, 400, ADAPTER, None),
+    ({"input": "Hi.", "max_new_tokens": 0}, 400, PYDANTIC, "body.max_new_tokens"),
+    ({"input": "Hi.", "max_new_tokens": 5000}, 400, ADAPTER, None),
+    ({"input": "Hi.", "seed": "x"}, 400, PYDANTIC, "body.seed"),
+    ({"input": "Hi.", "speaker": "ryan"}, 400, ADAPTER, None),
+    ({"input": "Hi.", "voice": "vivian"}, 400, ADAPTER, None),
+    ({"input": "Hi.", "voice": {"id": "vivian"}}, 400, ADAPTER, None),
+    ({"input": "Hi.", "voice": 7}, 400, PYDANTIC, "body.voice"),
+    (
+        {"input": "Hi.", "initial_codec_chunk_frames": -1},
+        400,
+        PYDANTIC,
+        "body.initial_codec_chunk_frames",
+    ),
+    ({"input": "Hi.", "sample_rate": 24000}, 400, ADAPTER, None),
+    ({"input": "Hi.", "sample_rate": 22050, **STREAM}, 400, ADAPTER, None),
+    ({"input": "Hi \x00 there."}, 400, ADAPTER, None),
+    ({"input": "x" * (MAX_INPUT_CHARS + 1)}, 400, ADAPTER, None),
 ]
 
 
-@pytest.mark.parametrize(("body", "status", "param"), BAD_REQUESTS)
+@pytest.mark.parametrize(("body", "status", "kind", "param"), BAD_REQUESTS)
 async def test_bad_request_gets_status_and_error_body(
-    client: Any, body: dict, status: int, param: str
+    client: Any, body: dict, status: int, kind: str, param: str | None
 ) -> None:
     resp = await client.post("/v1/audio/speech", json=body)
     assert resp.status == status
     error = (await resp.json())["error"]
     assert set(error) == {"message", "type", "param", "code"}
-    assert error["param"] == param
-    assert error["code"] == status
+    assert (error["type"], error["param"], error["code"]) == (kind, param, status)
     assert error["message"]
+    if kind == PYDANTIC:
+        assert error["message"].startswith("1 validation error:\n  {")
+
+
+async def test_wrong_model_message_is_0300s(client: Any) -> None:
+    error = (await (await post_speech(client, model="X")).json())["error"]
+    assert error["message"] == "The model `X` does not exist."
+
+
+async def test_over_long_input_names_the_limit(client: Any) -> None:
+    resp = await post_speech(client, input="word " * (MAX_INPUT_CHARS // 5 + 1))
+    assert resp.status == 400
+    assert str(MAX_INPUT_CHARS) in (await resp.json())["error"]["message"]
+
+
+async def test_sample_rate_is_not_supported(client: Any) -> None:
+    error = (await (await post_speech(client, sample_rate=8000)).json())["error"]
+    assert error["message"] == "sample_rate is not supported"
+
+
+@pytest.mark.parametrize(
+    ("data", "headers"),
+    [
+        (json.dumps({"input": "Hi \ud800 there."}).encode(), {}),  # a lone surrogate
+        (b"[" * 100_000 + b"]" * 100_000, {}),  # nested 100,000 deep
+        (b"{not json", {}),
+        (b"not gzip at all", {"Content-Encoding": "gzip"}),
+        (b"{}", {"Content-Encoding": "br-nonsense"}),
+        (json.dumps({"input": "Hi."}).encode(), {"Content-Type": "text/plain"}),
+    ],
+)
+async def test_malformed_bodies_are_400_not_500(client: Any, data: bytes, headers: dict) -> None:
+    # The server may close a connection whose body it could not read: not this test's point.
+    headers = {"Content-Type": "application/json", "Connection": "close", **headers}
+    resp = await client.post("/v1/audio/speech", data=data, headers=headers)
+    assert resp.status == 400
+    assert (await resp.json())["error"]["code"] == 400
+    assert (await client.get("/health")).status == 200
+
+
+async def test_voice_object_and_chunk_frames_zero_are_accepted(client: Any) -> None:
+    for body in ({"voice": {"id": "JOE"}}, {"initial_codec_chunk_frames": 0}):
+        resp = await post_speech(client, response_format="pcm", **body)
+        assert resp.status == 200, await resp.text()
 
 
 async def test_base_and_voicedesign_say_why(client: Any) -> None:
@@ -126,7 +192,7 @@ async def test_unknown_speaker_names_the_valid_ones(client: Any) -> None:
 async def test_bad_json_is_400(client: Any) -> None:
     resp = await client.post("/v1/audio/speech", data=b"{not json")
     assert resp.status == 400
-    assert (await resp.json())["error"]["type"] == "BadRequestError"
+    assert (await resp.json())["error"]["type"] == "Bad Request"
     resp = await client.post("/v1/audio/speech", json=["input"])
     assert resp.status == 400
 
@@ -147,6 +213,8 @@ def test_parse_modes() -> None:
     assert mode(stream=True, stream_format="audio") == "audio"
     assert mode(stream_format="sse") == "sse"
     assert mode(stream=False) == "file"
+    assert mode(stream=False, stream_format="audio") == "audio"  # 0.30.0: raw whatever stream says
+    assert mode(stream_format="audio") == "audio"
 
 
 # --- audio out ------------------------------------------------------------------------------
@@ -210,13 +278,17 @@ async def test_sse_decodes_to_the_raw_stream(client: Any) -> None:
     text = "One. Two words."
     raw = b"".join(await read_server_chunks(await post_speech(client, input=text, **STREAM)))
     resp = await post_speech(client, input=text, stream=True, response_format="pcm")
-    assert resp.headers["Content-Type"].startswith("text/event-stream")
+    assert resp.headers["Content-Type"] == "text/event-stream; charset=utf-8"
     events = parse_sse((await resp.read()).decode())
     kinds = [e["type"] for e in events]
     assert kinds == ["speech.audio.delta", "speech.audio.delta", "speech.audio.done"]
     audio = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
     assert audio == raw
-    assert events[-1]["usage"]["audio_seconds"] == pytest.approx(len(raw) / (2 * RATE))
+    usage = events[-1]["usage"]
+    assert set(usage) == {"input_tokens", "output_tokens", "total_tokens", "input_token_details"}
+    assert usage["input_tokens"] == len(text)
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"] > len(text)
+    assert set(usage["input_token_details"]) == {"text_tokens", "audio_tokens"}
 
 
 def parse_sse(text: str) -> list[dict]:
@@ -227,12 +299,31 @@ def parse_sse(text: str) -> list[dict]:
     return events
 
 
-async def test_engine_failure_before_audio_is_json_500(aiohttp_client: Any, tmp_path: Path) -> None:
+async def test_engine_failure_before_audio_is_200_then_cut_or_sse_error(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    # 0.30.0 sends the 200 before the first audio: a failure then cuts the body (raw) or
+    # ends with speech.audio.error (SSE), never a JSON 500.
     app = make_app(FakeEngine(fail_after=0), voices_dir=tmp_path)
     client = await aiohttp_client(app)
     resp = await post_speech(client, **STREAM)
+    assert resp.status == 200 and resp.headers["Content-Type"] == "audio/pcm"
+    with pytest.raises(aiohttp.ClientPayloadError):
+        await resp.read()
+    resp = await post_speech(client, stream=True, response_format="pcm")
+    assert resp.status == 200
+    events = parse_sse((await resp.read()).decode())
+    assert [e["type"] for e in events] == ["speech.audio.error"]
+    assert events[0]["error"] == {
+        "message": events[0]["error"]["message"],
+        "type": "server_error",
+        "param": None,
+        "code": 500,
+    }
+    assert "partial_audio" not in events[0]  # nothing was sent to discard
+    # Not streamed: the whole file or an error body.
+    resp = await post_speech(client, response_format="pcm")
     assert resp.status == 500
-    assert (await resp.json())["error"]["code"] == 500
 
 
 async def test_engine_failure_mid_stream_cuts_body_or_sends_sse_error(
@@ -246,8 +337,18 @@ async def test_engine_failure_mid_stream_cuts_body_or_sends_sse_error(
         await resp.read()
     resp = await post_speech(client, input="One. Two.", stream=True, response_format="pcm")
     events = parse_sse((await resp.read()).decode())
-    assert events[-1]["type"] == "speech.audio.error"
-    assert events[-1]["error"]["code"] == 500
+    assert [e["type"] for e in events] == ["speech.audio.delta", "speech.audio.error"]
+    last = events[-1]
+    assert last["error"]["type"] == "server_error" and last["error"]["code"] == 500
+    assert (last["partial_audio"], last["action"]) == (True, "discard")
+
+
+async def test_stream_false_with_stream_format_audio_streams(client: Any) -> None:
+    resp = await post_speech(
+        client, input="One. Two.", stream=False, stream_format="audio", response_format="pcm"
+    )
+    assert resp.headers.get("Transfer-Encoding") == "chunked"
+    assert len(await read_server_chunks(resp)) == 2
 
 
 # --- disconnects free the worker ----------------------------------------------------------
@@ -345,7 +446,7 @@ async def test_voices_round_trip(client: Any, tmp_path: Path) -> None:
     assert voice["mime_type"] == "audio/wav" and voice["ref_text"] == "Hello."
     assert voice["file_size"] == len(tone_wav(2.0))
     listed = await (await client.get("/v1/audio/voices")).json()
-    assert "Alice" in listed["voices"] and "joe" in listed["voices"]
+    assert listed["voices"] == ["alice", "joe"]  # 0.30.0: sorted, lowercase, built-ins too
     assert [v["name"] for v in listed["uploaded_voices"]] == ["Alice"]
     # Stored on disk and reloaded by a new store (as at a restart).
     assert "Alice" in VoiceStore(tmp_path / "voices").names()
@@ -358,8 +459,11 @@ async def test_voices_round_trip(client: Any, tmp_path: Path) -> None:
     listed = await (await client.get("/v1/audio/voices")).json()
     assert [v["name"] for v in listed["uploaded_voices"]] == ["ALICE"]
     resp = await client.delete("/v1/audio/voices/alice")
-    assert resp.status == 200 and (await resp.json())["success"] is True
-    assert (await client.delete("/v1/audio/voices/alice")).status == 404
+    assert await resp.json() == {"success": True, "message": "Voice 'ALICE' deleted successfully"}
+    resp = await client.delete("/v1/audio/voices/alice")
+    assert resp.status == 404
+    error = (await resp.json())["error"]
+    assert (error["message"], error["type"]) == ("Voice 'alice' not found", "NotFoundError")
     listed = await (await client.get("/v1/audio/voices")).json()
     assert listed["uploaded_voices"] == []
     assert list((tmp_path / "voices").glob("alice*")) == []
@@ -376,6 +480,9 @@ BAD_VOICES = [
     (dict(name="a", consent="y"), "audio_sample"),
     (dict(name="a", audio=tone_wav(2.0), consent="y", speaker_embedding="[1]"), "audio_sample"),
     (dict(name="a", consent="y", speaker_embedding="[1, 'x']"), "speaker_embedding"),
+    (dict(name="JOE", audio=tone_wav(2.0), consent="y"), "name"),  # a built-in speaker
+    (dict(name="a", audio=tone_wav(2.0), consent="y", ref_text="x" * 20_000), "ref_text"),
+    (dict(name="a", audio=tone_wav(2.0), consent="y", speaker_description="x" * 20_000), None),
 ]
 
 
@@ -384,7 +491,40 @@ async def test_bad_voice_upload_is_400(client: Any, kwargs: dict, param: str) ->
     resp = await client.post("/v1/audio/voices", data=voice_form(**kwargs))
     assert resp.status == 400
     error = (await resp.json())["error"]
-    assert error["param"] == param and error["code"] == 400
+    assert error["code"] == 400
+    if param is not None:
+        assert error["param"] == param
+
+
+async def test_built_in_speaker_name_is_reserved(client: Any) -> None:
+    resp = await client.post("/v1/audio/voices", data=voice_form("Joe", tone_wav(2.0), consent="y"))
+    assert "reserved by a built-in speaker" in (await resp.json())["error"]["message"]
+
+
+def test_uploading_a_keeps_the_files_of_a_sample_x(tmp_path: Path) -> None:
+    store = VoiceStore(tmp_path)
+    store.add("a.sample.x", "y", audio=tone_wav(1.0))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    store.add("a", "y", audio=tone_wav(1.0))
+    store.add("a", "y", audio=tone_wav(1.5))  # a re-upload replaces only a's own sample
+    after = sorted(p.name for p in tmp_path.iterdir())
+    assert set(before) <= set(after)
+    assert sorted(VoiceStore(tmp_path).names()) == ["a", "a.sample.x"]
+
+
+def test_voice_storage_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import thetalker.server.voices as voices
+
+    clip = tone_wav(1.0)
+    monkeypatch.setattr(voices, "MAX_TOTAL_BYTES", 2 * len(clip) + 10)
+    store = VoiceStore(tmp_path)
+    store.add("a", "y", audio=clip)
+    store.add("b", "y", audio=clip)
+    store.add("b", "y", audio=clip)  # an overwrite frees what it replaces
+    with pytest.raises(VoiceError, match="storage is full"):
+        store.add("c", "y", audio=clip)
+    store.delete("a")
+    store.add("c", "y", audio=clip)
 
 
 async def test_voice_file_over_10_mib_is_400(client: Any) -> None:

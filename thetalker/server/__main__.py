@@ -3,7 +3,9 @@
 Loads the Piper voice into its pool of sessions, then opens the port (so "connection refused"
 means still starting, as with vllm-omni), logs `Application startup complete.` and serves until
 SIGTERM or SIGINT, which stop it cleanly. `--port 0` picks a free port; the log line
-`Serving on http://HOST:PORT` says which.
+`Serving on http://HOST:PORT` says which. `--api-key` (or $THETALKER_API_KEY, else
+$VLLM_API_KEY) guards `/v1/*` with a Bearer token; `/health` stays open. Idle connections,
+half-sent requests and unread streams are closed after their timeouts (guard.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ from aiohttp import web
 
 from thetalker.server.app import SERVED_MODEL_NAME, make_app
 from thetalker.server.engine import Engine, EngineSettings, PiperEngine
+from thetalker.server.guard import (
+    API_KEY_ENV,
+    ServerLimits,
+    guard_connections,
+    quiet_bad_requests,
+)
 from thetalker.server.settings import DeployConfigError, engine_settings
 
 __all__ = ["build_parser", "serve", "main"]
@@ -37,6 +45,23 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
+    return value
+
+
+def api_key_from_env() -> str | None:
+    for name in API_KEY_ENV:
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +103,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--served-model-name", default=SERVED_MODEL_NAME)
     parser.add_argument("--access-log", action="store_true", help="log every request")
+    parser.add_argument(
+        "--api-key",
+        default=None,
+        help="require 'Authorization: Bearer KEY' on /v1/* (default: $THETALKER_API_KEY, "
+        "else $VLLM_API_KEY; prefer the variables: a command line is visible to other users)",
+    )
+    stock = ServerLimits()
+    parser.add_argument(
+        "--idle-timeout",
+        type=_positive_float,
+        default=stock.idle_timeout_s,
+        help="close a connection with no complete request for this long, s "
+        f"(default {stock.idle_timeout_s:g})",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=_positive_float,
+        default=stock.body_timeout_s,
+        help=f"a request body must arrive within this, s (default {stock.body_timeout_s:g})",
+    )
+    parser.add_argument(
+        "--write-timeout",
+        type=_positive_float,
+        default=stock.write_timeout_s,
+        help="close a stream whose client has not read for this long, s "
+        f"(default {stock.write_timeout_s:g})",
+    )
     return parser
 
 
@@ -89,10 +141,20 @@ async def serve(
     served_model_name: str = SERVED_MODEL_NAME,
     access_log: bool = False,
     t_start: float | None = None,
+    api_key: str | None = None,
+    limits: ServerLimits | None = None,
 ) -> None:
     """Run until SIGTERM/SIGINT. The engine loads before the port opens."""
     t_start = time.perf_counter() if t_start is None else t_start
-    app = make_app(engine, voices_dir=voices_dir, served_model_name=served_model_name)
+    limits = limits or ServerLimits()
+    quiet_bad_requests()
+    app = make_app(
+        engine,
+        voices_dir=voices_dir,
+        served_model_name=served_model_name,
+        api_key=api_key,
+        limits=limits,
+    )
     runner = web.AppRunner(
         app,
         handler_cancellation=True,  # a client that leaves cancels its synthesis
@@ -103,22 +165,27 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    guard: asyncio.Task[None] | None = None
     try:
         site = web.TCPSite(runner, host, port)
         await site.start()
+        guard = asyncio.ensure_future(guard_connections(runner.server, limits))
         bound = runner.addresses[0][1] if runner.addresses else port
         log.info(
-            "Serving on http://%s:%d (model %s, %d worker(s))",
+            "Serving on http://%s:%d (model %s, %d worker(s)%s)",
             host,
             bound,
             served_model_name,
             engine.workers,
+            ", API key required on /v1/*" if api_key else "",
         )
         log.info("Started in %.2f s", time.perf_counter() - t_start)
         log.info("Application startup complete.")
         await stop.wait()
         log.info("Shutting down")
     finally:
+        if guard is not None:
+            guard.cancel()
         await runner.cleanup()
 
 
@@ -155,6 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.served_model_name,
                 args.access_log,
                 t_start,
+                args.api_key or api_key_from_env(),
+                ServerLimits(args.idle_timeout, args.body_timeout, args.write_timeout),
             )
         )
     except OSError as exc:

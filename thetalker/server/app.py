@@ -1,9 +1,14 @@
-"""The HTTP layer of the local server: vllm-omni's speech API over any `Engine`.
+"""The HTTP layer of the local server: vllm-omni 0.30.0's speech API over any `Engine`.
 
 `make_app(engine, ...)` builds the aiohttp application; the engine is started and closed in a
 `cleanup_ctx`, so under `AppRunner` the port opens only once the voice is loaded (as vllm-omni's
-does). Streaming writes each engine chunk with its own `await resp.write(...)`, one HTTP chunk
-per sentence, on a socket with TCP_NODELAY. Contract: docs/speech-api.md (shared docs).
+does). A stream's 200 and headers go out as soon as the request is validated, before the first
+audio (as 0.30.0's `StreamingResponse`), so an engine failure is a cut body (raw) or a
+`speech.audio.error` event (SSE). Each engine piece is written with its own
+`await resp.write(...)`, one HTTP chunk per piece, on a socket with TCP_NODELAY.
+Errors before the 200 follow 0.30.0: request-model checks (types, enums, ranges) give type
+"Bad Request" and param "body.<field>", model-level checks type "BadRequestError" and param
+null, a wrong model 404 NotFoundError. Contract: docs/speech-api.md (shared docs).
 """
 
 from __future__ import annotations
@@ -26,12 +31,20 @@ from aiohttp import web
 import thetalker
 from thetalker.server.engine import Engine, piper_version
 from thetalker.server.formats import flac_available, flac_bytes, wav_bytes, wav_header
+from thetalker.server.guard import ServerLimits, api_key_middleware
+from thetalker.server.pieces import MAX_INPUT_CHARS
 from thetalker.server.prom import ServerMetrics
-from thetalker.server.voices import MAX_FILE_BYTES, VoiceError, VoiceStore
+from thetalker.server.voices import (
+    MAX_FILE_BYTES,
+    MAX_TEXT_FIELD_CHARS,
+    VoiceError,
+    VoiceStore,
+)
 
 __all__ = [
     "SERVED_MODEL_NAME",
     "SPEAKER",
+    "SPEAKERS",
     "ENGINE_KEY",
     "VOICES_KEY",
     "METRICS_KEY",
@@ -45,34 +58,63 @@ log = logging.getLogger("thetalker.server")
 
 SERVED_MODEL_NAME = "piper-joe"
 SPEAKER = "joe"
+SPEAKERS = (SPEAKER,)  # the built-in speakers
 TASK_TYPES = ("CustomVoice", "VoiceDesign", "Base")
 RESPONSE_FORMATS = ("wav", "pcm", "flac", "mp3", "opus")
 STREAM_FORMATS = ("audio", "sse")
 CONTENT_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm", "flac": "audio/flac"}
+SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 MAX_INSTRUCTIONS_CHARS = 500
+# Piper's VITS decoder makes 256 samples per frame: "output tokens" of the usage block.
+SAMPLES_PER_FRAME = 256
 
 ENGINE_KEY = web.AppKey("engine", Engine)
 VOICES_KEY = web.AppKey("voices", VoiceStore)
 METRICS_KEY = web.AppKey("metrics", ServerMetrics)
 MODEL_KEY = web.AppKey("served_model_name", str)
 STARTED_AT_KEY = web.AppKey("started_at", float)
+LIMITS_KEY = web.AppKey("limits", ServerLimits)
 
 
 class ApiError(Exception):
-    """An error answered before any audio, as `{"error": {message, type, param, code}}`."""
+    """An error answered before any audio, as `{"error": {message, type, param, code}}`.
 
-    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+    `kind` is the body's `type`; by default the one 0.30.0 gives for the status.
+    """
+
+    def __init__(
+        self, status: int, message: str, param: str | None = None, kind: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
+        self.kind = kind or {400: "BadRequestError", 404: "NotFoundError"}.get(
+            status, "InternalServerError"
+        )
 
     def response(self) -> web.Response:
-        kind = {400: "BadRequestError", 404: "NotFoundError"}.get(
-            self.status, "InternalServerError"
-        )
-        body = {"message": self.message, "type": kind, "param": self.param, "code": self.status}
+        body = {
+            "message": self.message,
+            "type": self.kind,
+            "param": self.param,
+            "code": self.status,
+        }
         return web.json_response({"error": body}, status=self.status)
+
+
+def invalid(field: str, message: str, value: Any = None, kind: str = "value_error") -> ApiError:
+    """A request-model (pydantic-level) error as vLLM's handler renders it."""
+    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+    detail = (
+        f"{{'type': '{kind}', 'loc': ('body', '{field}'), 'msg': '{message}', 'input': {shown}}}"
+    )
+    return ApiError(400, f"1 validation error:\n  {detail}", f"body.{field}", "Bad Request")
+
+
+def refused(message: str) -> ApiError:
+    """A model-level (adapter) refusal: type BadRequestError, param null."""
+    return ApiError(400, message)
 
 
 @dataclass(frozen=True)
@@ -90,16 +132,55 @@ def _optional_int(body: dict[str, Any], key: str, low: int | None, high: int | N
     if value is None:
         return
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ApiError(400, f"'{key}' must be an integer", key)
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise ApiError(400, f"'{key}' must be between {low} and {high}, got {value}", key)
+        raise invalid(key, "Input should be a valid integer", value, "int_type")
+    if low is not None and value < low:
+        raise invalid(key, f"Input should be greater than or equal to {low}", value)
+    if high is not None and value > high:
+        raise invalid(key, f"Input should be less than or equal to {high}", value)
 
 
 def _optional_str(body: dict[str, Any], key: str) -> str | None:
     value = body.get(key)
     if value is not None and not isinstance(value, str):
-        raise ApiError(400, f"'{key}' must be a string", key)
+        raise invalid(key, "Input should be a valid string", value, "string_type")
     return value
+
+
+def _enum(body: dict[str, Any], key: str, allowed: tuple[str, ...]) -> str | None:
+    value = _optional_str(body, key)
+    if value is not None and value not in allowed:
+        names = ", ".join(f"'{a}'" for a in allowed)
+        raise invalid(key, f"Input should be {names}", value, "literal_error")
+    return value
+
+
+def _voice_name(body: dict[str, Any]) -> tuple[str, str]:
+    """(the voice asked for, the field it came in): `voice` (a name or {"id": name}) wins."""
+    field = "voice" if body.get("voice") is not None else "speaker"
+    value = body.get(field)
+    if value is None:
+        return SPEAKER, field
+    if isinstance(value, dict):
+        value = value.get("id")
+    if not isinstance(value, str):
+        raise invalid(field, 'Input should be a string or {"id": <name>}', value, "string_type")
+    return value, field
+
+
+def _check_text(text: str) -> None:
+    if not text.strip():
+        raise refused("Input text cannot be empty")
+    if len(text) > MAX_INPUT_CHARS:
+        raise refused(
+            f"Input text is {len(text)} characters long; this server takes at most "
+            f"{MAX_INPUT_CHARS} (MAX_INPUT_CHARS)"
+        )
+    if "\x00" in text:
+        raise refused("Input text must not contain NUL characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise refused("Input text is not valid Unicode (lone surrogate)") from None
 
 
 def parse_speech_request(
@@ -107,114 +188,116 @@ def parse_speech_request(
 ) -> SpeechRequest:
     """Validate a request body against the contract; raises ApiError (400/404) on bad input."""
     if not isinstance(body, dict):
-        raise ApiError(400, "request body must be a JSON object")
+        raise invalid(
+            "body", "Input should be a valid dictionary", type(body).__name__, "dict_type"
+        )
+    if "input" not in body:
+        raise invalid("input", "Field required", None, "missing")
     text = body.get("input")
-    if not isinstance(text, str) or not text.strip():
-        raise ApiError(400, "'input' is required and must be a non-empty string", "input")
-    model = _optional_str(body, "model")
-    if model is not None and model != served_model_name:
-        raise ApiError(
-            404,
-            f"The model '{model}' does not exist; this server serves '{served_model_name}'",
-            "model",
-        )
-    response_format = _optional_str(body, "response_format") or "wav"
-    if response_format not in RESPONSE_FORMATS:
-        raise ApiError(
-            400,
-            f"'response_format' must be one of {', '.join(RESPONSE_FORMATS)}; "
-            f"got '{response_format}'",
-            "response_format",
-        )
+    if not isinstance(text, str):
+        raise invalid("input", "Input should be a valid string", text, "string_type")
+    response_format = _enum(body, "response_format", RESPONSE_FORMATS) or "wav"
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
-        raise ApiError(400, "'stream' must be a boolean", "stream")
-    stream_format = _optional_str(body, "stream_format")
-    if stream_format is not None and stream_format not in STREAM_FORMATS:
-        raise ApiError(
-            400,
-            f"'stream_format' must be 'audio' or 'sse'; got '{stream_format}'",
-            "stream_format",
-        )
-    # `stream: true` alone means SSE (vllm-omni since mid-2026); raw audio needs stream_format.
-    if stream_format == "sse" or (stream is True and stream_format is None):
-        mode = "sse"
-    elif stream_format == "audio" and stream is not False:
+        raise invalid("stream", "Input should be a valid boolean", stream, "bool_type")
+    stream_format = _enum(body, "stream_format", STREAM_FORMATS)
+    # 0.30.0: stream_format "audio" streams raw whatever `stream` says; "sse", or `stream: true`
+    # alone, is SSE.
+    if stream_format == "audio":
         mode = "audio"
+    elif stream_format == "sse" or stream is True:
+        mode = "sse"
     else:
         mode = "file"
     if mode != "file" and response_format not in ("pcm", "wav"):
-        raise ApiError(
-            400,
-            f"streaming supports response_format 'pcm' or 'wav', not '{response_format}'",
+        raise invalid(
             "response_format",
+            f"Value error, streaming supports only 'pcm' or 'wav', not '{response_format}'",
+            response_format,
         )
-    if mode == "file" and response_format in ("mp3", "opus"):
-        raise ApiError(
-            400,
-            f"response_format '{response_format}' is not available on this server; "
-            "use wav, pcm or flac",
-            "response_format",
-        )
-    if mode == "file" and response_format == "flac" and not flac_available():
-        raise ApiError(
-            400,
-            "response_format 'flac' needs the soundfile package, which is not installed",
-            "response_format",
-        )
+    task_type = _enum(body, "task_type", TASK_TYPES) or "CustomVoice"
     speed = body.get("speed", 1.0)
     if speed is None:
         speed = 1.0
-    if not isinstance(speed, int | float) or isinstance(speed, bool) or not 0.25 <= speed <= 4.0:
-        raise ApiError(400, f"'speed' must be a number from 0.25 to 4.0; got {speed!r}", "speed")
+    if not isinstance(speed, int | float) or isinstance(speed, bool):
+        raise invalid("speed", "Input should be a valid number", speed, "float_type")
+    if not 0.25 <= speed <= 4.0:
+        raise invalid("speed", "Input should be between 0.25 and 4.0", speed)
+    _optional_str(body, "language")
+    _optional_str(body, "ref_text")
+    instructions = _optional_str(body, "instructions")
+    _optional_int(body, "max_new_tokens", 1, None)
+    _optional_int(body, "seed", None, None)
+    _optional_int(body, "initial_codec_chunk_frames", 0, None)
+    _optional_int(body, "sample_rate", None, None)
+    voice, voice_field = _voice_name(body)
+    model = _optional_str(body, "model")
+
+    # Model-level checks, after the request model (0.30.0's adapters).
+    if model is not None and model != served_model_name:
+        raise ApiError(404, f"The model `{model}` does not exist.", "model")
+    _check_text(text)
     if mode != "file" and speed != 1.0:
-        raise ApiError(400, "'speed' must be 1.0 when streaming", "speed")
-    task_type = _optional_str(body, "task_type") or "CustomVoice"
-    if task_type not in TASK_TYPES:
-        raise ApiError(
-            400,
-            f"'task_type' must be one of {', '.join(TASK_TYPES)}; got '{task_type}'",
-            "task_type",
+        raise refused("speed is not supported while streaming; use speed 1.0")
+    if body.get("max_new_tokens") is not None and body["max_new_tokens"] > 4096:
+        raise refused("max_new_tokens must be at most 4096")
+    if body.get("sample_rate") is not None:
+        raise refused("sample_rate is not supported")
+    if mode == "file" and response_format in ("mp3", "opus"):
+        raise refused(
+            f"response_format '{response_format}' is not available on this server; "
+            "use wav, pcm or flac"
         )
-    if task_type == "Base":
-        raise ApiError(
-            400,
-            "task_type 'Base' is not supported: this voice (Piper en_US-joe-medium) "
-            "cannot clone voices; use task_type 'CustomVoice' with speaker 'joe'",
-            "task_type",
-        )
-    if task_type == "VoiceDesign":
-        raise ApiError(
-            400,
-            "task_type 'VoiceDesign' is not supported: this voice (Piper en_US-joe-medium) "
-            "cannot design voices; use task_type 'CustomVoice' with speaker 'joe'",
-            "task_type",
+    if mode == "file" and response_format == "flac" and not flac_available():
+        raise refused("response_format 'flac' needs the soundfile package, which is not installed")
+    if task_type in ("Base", "VoiceDesign"):
+        what = "clone voices" if task_type == "Base" else "design voices"
+        raise refused(
+            f"task_type '{task_type}' is not supported: this voice (Piper en_US-joe-medium) "
+            f"cannot {what}; use task_type 'CustomVoice' with speaker '{SPEAKER}'"
         )
     if body.get("ref_text") is not None:
-        raise ApiError(400, "'ref_text' is only accepted with task_type 'Base'", "ref_text")
-    instructions = _optional_str(body, "instructions")
+        raise refused("'ref_text' is only for task_type 'Base'")
     if instructions is not None and len(instructions) > MAX_INSTRUCTIONS_CHARS:
-        raise ApiError(
-            400,
-            f"'instructions' is longer than {MAX_INSTRUCTIONS_CHARS} characters",
-            "instructions",
-        )
-    _optional_str(body, "language")
-    _optional_int(body, "max_new_tokens", 1, 4096)
-    _optional_int(body, "seed", None, None)
-    _optional_int(body, "initial_codec_chunk_frames", 1, None)
-    voice_param = "voice" if body.get("voice") is not None else "speaker"
-    voice = _optional_str(body, voice_param) or SPEAKER
-    if voice.casefold() != SPEAKER:
+        raise refused(f"instructions is longer than {MAX_INSTRUCTIONS_CHARS} characters")
+    if voice.casefold() not in SPEAKERS:
         if uploaded_voices is not None and voice in uploaded_voices:
-            raise ApiError(
-                400,
+            raise refused(
                 f"voice '{voice}' is an uploaded voice: this voice (Piper en_US-joe-medium) "
-                f"cannot clone voices; valid speakers: {SPEAKER}",
-                voice_param,
+                f"cannot clone voices; valid speakers: {', '.join(SPEAKERS)}"
             )
-        raise ApiError(400, f"unknown speaker '{voice}'; valid speakers: {SPEAKER}", voice_param)
+        raise refused(f"Invalid voice '{voice}'. Supported: {', '.join(SPEAKERS)}")
+    del voice_field
     return SpeechRequest(text=text, response_format=response_format, mode=mode, speed=float(speed))
+
+
+async def read_json_body(request: web.Request) -> Any:
+    """The JSON body, within the body timeout; ApiError 400/408 for what is not JSON."""
+    if request.content_type != "application/json":
+        raise invalid(
+            "body",
+            f"Content-Type must be application/json, got '{request.content_type}'",
+            None,
+            "model_attributes_type",
+        )
+    limits = request.app[LIMITS_KEY]
+    try:
+        async with asyncio.timeout(limits.body_timeout_s):
+            raw = await request.read()
+    except TimeoutError:
+        raise ApiError(
+            408, f"request body not received within {limits.body_timeout_s:g} s"
+        ) from None
+    except web.HTTPException:
+        raise
+    except Exception as exc:  # a bad Content-Encoding, a broken chunked body
+        raise invalid("body", f"body cannot be read: {type(exc).__name__}", None) from None
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise invalid("body", "JSON decode error", None, "json_invalid") from None
+    except RecursionError:
+        raise invalid("body", "JSON nested too deeply", None, "json_invalid") from None
 
 
 def _sse_event(kind: str, payload: dict[str, Any]) -> bytes:
@@ -237,13 +320,11 @@ async def handle_speech(request: web.Request) -> web.StreamResponse:
     status = "500"
     try:
         try:
-            try:
-                body = await request.json(loads=json.loads)
-            except (ValueError, UnicodeDecodeError):
-                raise ApiError(400, "request body is not valid JSON") from None
+            body = await read_json_body(request)
             speech = parse_speech_request(body, request.app[MODEL_KEY], request.app[VOICES_KEY])
         except ApiError as exc:
             status = str(exc.status)
+            log.warning("speech request refused (%d): %s", exc.status, exc.message.splitlines()[0])
             return exc.response()
         try:
             status, response = await _serve_speech(request, engine, metrics, speech, t_arrival)
@@ -256,6 +337,38 @@ async def handle_speech(request: web.Request) -> web.StreamResponse:
         metrics.requests_by_status[status] += 1
 
 
+def _usage(text: str, samples: int) -> dict[str, Any]:
+    """0.30.0's usage block; Piper's tokens: input characters, output decoder frames."""
+    out = -(-samples // SAMPLES_PER_FRAME)
+    return {
+        "input_tokens": len(text),
+        "output_tokens": out,
+        "total_tokens": len(text) + out,
+        "input_token_details": {"text_tokens": len(text), "audio_tokens": 0},
+    }
+
+
+async def _serve_file(
+    engine: Engine, metrics: ServerMetrics, speech: SpeechRequest, t_arrival: float
+) -> tuple[str, web.StreamResponse]:
+    try:
+        async with aclosing(engine.stream(speech.text, speech.speed, chunked=False)) as chunks:
+            pcm = b"".join([c async for c in chunks])
+    except Exception as exc:
+        log.warning("synthesis failed: %s: %s", type(exc).__name__, exc)
+        return "500", ApiError(500, f"synthesis failed: {exc}").response()
+    metrics.observe_first_chunk(time.perf_counter() - t_arrival)
+    metrics.audio_seconds += len(pcm) / (2 * engine.sample_rate)
+    fmt = speech.response_format
+    if fmt == "wav":
+        data = wav_bytes(pcm, engine.sample_rate)
+    elif fmt == "flac":
+        data = flac_bytes(pcm, engine.sample_rate)
+    else:
+        data = pcm
+    return "200", web.Response(body=data, content_type=CONTENT_TYPES[fmt])
+
+
 async def _serve_speech(
     request: web.Request,
     engine: Engine,
@@ -264,75 +377,71 @@ async def _serve_speech(
     t_arrival: float,
 ) -> tuple[str, web.StreamResponse]:
     """Synthesize and send; returns (status label for metrics, response)."""
+    if speech.mode == "file":
+        return await _serve_file(engine, metrics, speech, t_arrival)
+    write_timeout = request.app[LIMITS_KEY].write_timeout_s
     bytes_per_s = 2 * engine.sample_rate
-    response: web.StreamResponse | None = None
     sent = 0
+    # The 200 and its headers go out now, before any audio (0.30.0's StreamingResponse).
+    response = await _start_stream(request, speech)
     try:
         async with aclosing(engine.stream(speech.text, speech.speed)) as chunks:
-            if speech.mode == "file":
-                pcm = b"".join([c async for c in chunks])
-                metrics.observe_first_chunk(time.perf_counter() - t_arrival)
-                metrics.audio_seconds += len(pcm) / bytes_per_s
-                fmt = speech.response_format
-                if fmt == "wav":
-                    data = wav_bytes(pcm, engine.sample_rate)
-                elif fmt == "flac":
-                    data = flac_bytes(pcm, engine.sample_rate)
-                else:
-                    data = pcm
-                return "200", web.Response(body=data, content_type=CONTENT_TYPES[fmt])
-            # Headers go out with the first audio, so an engine failure before it is a JSON 500.
-            iterator = aiter(chunks)
-            chunk = await anext(iterator, None)
-            response = await _start_stream(request, speech, engine.sample_rate)
-            while chunk is not None:
-                if chunk:
-                    await _write_chunk(response, speech, chunk)
-                    if sent == 0:
-                        metrics.observe_first_chunk(time.perf_counter() - t_arrival)
-                    sent += len(chunk)
-                    metrics.audio_seconds += len(chunk) / bytes_per_s
-                chunk = await anext(iterator, None)
-            if speech.mode == "sse":
-                usage = {"input_characters": len(speech.text), "audio_seconds": sent / bytes_per_s}
-                await response.write(_sse_event("speech.audio.done", {"usage": usage}))
-            await response.write_eof()
-            return "200", response
-    except (ConnectionResetError, ConnectionError):
+            async for chunk in chunks:
+                if not chunk:
+                    continue
+                if sent == 0 and speech.response_format == "wav":
+                    # The 44-byte header goes out as its own chunk, just before the first audio.
+                    await _write(response, speech, wav_header(engine.sample_rate), write_timeout)
+                await _write(response, speech, chunk, write_timeout)
+                if sent == 0:
+                    metrics.observe_first_chunk(time.perf_counter() - t_arrival)
+                sent += len(chunk)
+                metrics.audio_seconds += len(chunk) / bytes_per_s
+        if speech.mode == "sse":
+            usage = _usage(speech.text, sent // 2)
+            await _write_raw(
+                response, _sse_event("speech.audio.done", {"usage": usage}), write_timeout
+            )
+        await response.write_eof()
+        return "200", response
+    except (ConnectionError, TimeoutError) as exc:
+        # The client left, or stopped reading for longer than the write timeout.
         metrics.cancelled += 1
-        return "499", response or web.Response(status=499)
+        if isinstance(exc, TimeoutError) and request.transport is not None:
+            request.transport.close()
+        return "499", response
     except asyncio.CancelledError:
         metrics.cancelled += 1
         raise
     except Exception as exc:
-        log.exception("synthesis failed")
-        if response is None:
-            return "500", ApiError(500, f"synthesis failed: {exc}").response()
+        log.warning("synthesis failed mid-stream: %s: %s", type(exc).__name__, exc)
         if speech.mode == "sse":
-            error = {
-                "message": f"synthesis failed: {exc}",
-                "type": "InternalServerError",
-                "param": None,
-                "code": 500,
+            error: dict[str, Any] = {
+                "error": {
+                    "message": f"synthesis failed: {exc}",
+                    "type": "server_error",
+                    "param": None,
+                    "code": 500,
+                }
             }
+            if sent:
+                error.update(partial_audio=True, action="discard")
             try:
-                await response.write(_sse_event("speech.audio.error", {"error": error}))
+                await _write_raw(response, _sse_event("speech.audio.error", error), write_timeout)
                 await response.write_eof()
-            except ConnectionError:
+            except (ConnectionError, TimeoutError):
                 pass
             return "500", response
-        # Raw stream: cut the body (the contract's signal for a mid-stream error).
+        # Raw stream: cut the body (the contract's signal for an engine failure).
         if request.transport is not None:
             request.transport.close()
         return "500", response
 
 
-async def _start_stream(
-    request: web.Request, speech: SpeechRequest, sample_rate: int
-) -> web.StreamResponse:
+async def _start_stream(request: web.Request, speech: SpeechRequest) -> web.StreamResponse:
     _set_nodelay(request)
     if speech.mode == "sse":
-        content_type = "text/event-stream"
+        content_type = SSE_CONTENT_TYPE
     else:
         content_type = CONTENT_TYPES[speech.response_format]
     response = web.StreamResponse(
@@ -340,18 +449,22 @@ async def _start_stream(
     )
     response.enable_chunked_encoding()
     await response.prepare(request)
-    if speech.response_format == "wav":
-        # The 44-byte header goes out as its own chunk, before any audio.
-        await _write_chunk(response, speech, wav_header(sample_rate))
     return response
 
 
-async def _write_chunk(response: web.StreamResponse, speech: SpeechRequest, data: bytes) -> None:
+async def _write_raw(response: web.StreamResponse, data: bytes, timeout_s: float) -> None:
+    async with asyncio.timeout(timeout_s):
+        await response.write(data)
+
+
+async def _write(
+    response: web.StreamResponse, speech: SpeechRequest, data: bytes, timeout_s: float
+) -> None:
     if speech.mode == "sse":
         audio = base64.b64encode(data).decode("ascii")
         payload = {"audio": audio, "response_format": speech.response_format}
         data = _sse_event("speech.audio.delta", payload)
-    await response.write(data)
+    await _write_raw(response, data, timeout_s)
 
 
 async def handle_health(request: web.Request) -> web.Response:
@@ -369,7 +482,7 @@ async def handle_models(request: web.Request) -> web.Response:
         "owned_by": "thetalker",
         "root": "en_US-joe-medium",
         "sample_rate": engine.sample_rate,
-        "speakers": [SPEAKER],
+        "speakers": list(SPEAKERS),
     }
     return web.json_response({"object": "list", "data": [model]})
 
@@ -386,9 +499,7 @@ async def handle_version(request: web.Request) -> web.Response:
 
 async def handle_metrics(request: web.Request) -> web.Response:
     engine = request.app[ENGINE_KEY]
-    text = request.app[METRICS_KEY].render(
-        workers_busy=engine.busy, workers=engine.workers, waiting=engine.waiting
-    )
+    text = request.app[METRICS_KEY].render(engine.stats(), workers=engine.workers)
     return web.Response(
         text=text,
         content_type="text/plain",
@@ -397,41 +508,54 @@ async def handle_metrics(request: web.Request) -> web.Response:
     )
 
 
-async def _read_part(part: Any, limit: int) -> bytes:
+async def _read_part(part: Any, limit: int, field: str, what: str) -> bytes:
     """A multipart field's bytes, refusing (400) past `limit` without reading the rest."""
     data = bytearray()
     while chunk := await part.read_chunk(64 * 1024):
         data += chunk
         if len(data) > limit:
-            raise VoiceError(f"audio_sample is larger than {limit} bytes (10 MiB)", "audio_sample")
+            raise VoiceError(f"{field} is larger than {limit} bytes ({what})", field)
     return bytes(data)
+
+
+async def _read_voice_form(request: web.Request) -> tuple[dict[str, str], bytes | None, Any, Any]:
+    fields: dict[str, str] = {}
+    audio: bytes | None = None
+    filename = content_type = None
+    if request.content_type.startswith("multipart/"):
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            name = getattr(part, "name", None)
+            if name == "audio_sample":
+                audio = await _read_part(part, MAX_FILE_BYTES, "audio_sample", "10 MiB")
+                filename = part.filename
+                content_type = part.headers.get("Content-Type")
+            elif name:
+                # Text fields are small: 4 bytes a character at most.
+                limit = 4 * MAX_TEXT_FIELD_CHARS
+                raw = await _read_part(part, limit, name, f"{MAX_TEXT_FIELD_CHARS} characters")
+                fields[name] = raw.decode("utf-8", "replace")
+    elif request.content_type == "application/x-www-form-urlencoded":
+        # A form without a file (a speaker_embedding voice) may come url-encoded.
+        form = await request.post()
+        fields = {k: v for k, v in form.items() if isinstance(v, str)}
+    else:
+        raise VoiceError("body must be multipart/form-data")
+    return fields, audio, filename, content_type
 
 
 async def handle_voice_upload(request: web.Request) -> web.Response:
     store = request.app[VOICES_KEY]
-    fields: dict[str, str] = {}
-    audio: bytes | None = None
-    filename = content_type = None
     try:
-        if request.content_type.startswith("multipart/"):
-            reader = await request.multipart()
-            while (part := await reader.next()) is not None:
-                name = getattr(part, "name", None)
-                if name == "audio_sample":
-                    audio = await _read_part(part, MAX_FILE_BYTES)
-                    filename = part.filename
-                    content_type = part.headers.get("Content-Type")
-                elif name:
-                    raw = await _read_part(part, MAX_FILE_BYTES)
-                    fields[name] = raw.decode("utf-8", "replace")
-        elif request.content_type == "application/x-www-form-urlencoded":
-            # A form without a file (a speaker_embedding voice) may come url-encoded.
-            form = await request.post()
-            fields = {k: v for k, v in form.items() if isinstance(v, str)}
-        else:
-            raise VoiceError("body must be multipart/form-data")
+        async with asyncio.timeout(request.app[LIMITS_KEY].body_timeout_s):
+            fields, audio, filename, content_type = await _read_voice_form(request)
+        name = fields.get("name")
+        if name is not None and name.strip().casefold() in SPEAKERS:
+            raise VoiceError(
+                f"Voice name '{name.strip()}' is reserved by a built-in speaker", "name"
+            )
         voice = store.add(
-            fields.get("name"),
+            name,
             fields.get("consent"),
             audio=audio,
             filename=filename,
@@ -440,16 +564,19 @@ async def handle_voice_upload(request: web.Request) -> web.Response:
             ref_text=fields.get("ref_text"),
             speaker_description=fields.get("speaker_description"),
         )
+    except TimeoutError:
+        return ApiError(408, "voice upload not received in time").response()
     except VoiceError as exc:
         return ApiError(exc.status, str(exc), exc.param).response()
+    except ValueError as exc:  # a malformed multipart body
+        return ApiError(400, f"malformed form: {exc}").response()
     return web.json_response({"success": True, "voice": voice})
 
 
 async def handle_voice_list(request: web.Request) -> web.Response:
     store = request.app[VOICES_KEY]
-    return web.json_response(
-        {"voices": [SPEAKER, *store.names()], "uploaded_voices": store.infos()}
-    )
+    names = sorted({*SPEAKERS, *(n.casefold() for n in store.names())})
+    return web.json_response({"voices": names, "uploaded_voices": store.infos()})
 
 
 async def handle_voice_delete(request: web.Request) -> web.Response:
@@ -458,20 +585,27 @@ async def handle_voice_delete(request: web.Request) -> web.Response:
         voice = request.app[VOICES_KEY].delete(name)
     except VoiceError as exc:
         return ApiError(exc.status, str(exc), exc.param).response()
-    return web.json_response({"success": True, "name": voice["name"], "voice": voice})
+    return web.json_response(
+        {"success": True, "message": f"Voice '{voice['name']}' deleted successfully"}
+    )
 
 
 def make_app(
     engine: Engine,
     voices_dir: str | Path | None = None,
     served_model_name: str = SERVED_MODEL_NAME,
+    api_key: str | None = None,
+    limits: ServerLimits | None = None,
 ) -> web.Application:
-    """The server's application; `voices_dir=None` uses a fresh temporary folder."""
-    app = web.Application()
+    """The server's application; `voices_dir=None` uses a fresh temporary folder; with
+    `api_key`, `/v1/*` needs `Authorization: Bearer <api_key>`."""
+    middlewares = [api_key_middleware(api_key)] if api_key else []
+    app = web.Application(middlewares=middlewares)
     app[ENGINE_KEY] = engine
     app[METRICS_KEY] = ServerMetrics()
     app[MODEL_KEY] = served_model_name
     app[STARTED_AT_KEY] = time.time()
+    app[LIMITS_KEY] = limits or ServerLimits()
     tmp: tempfile.TemporaryDirectory[str] | None = None
     if voices_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="thetalker-voices-")

@@ -1,31 +1,36 @@
 """Synthesis engines behind the local server: a pool of Piper sessions, and a fake for tests.
 
-An engine turns text into s16le mono PCM one sentence at a time, as an async iterator, so the
-HTTP handler can write each sentence the moment it exists. `PiperEngine` keeps one onnxruntime
-session per worker with a queue in front (an idle-session `asyncio.Queue`); the blocking Piper
-generator runs in a thread and hands each sentence back to the event loop. Closing the iterator
-early (client gone) stops the synthesis between sentences and frees the worker.
-`FakeEngine` has the same interface with set timings, for fast tests of the HTTP layer.
+An engine turns text into s16le mono PCM piece by piece, as an async iterator, so the HTTP
+handler can write each piece the moment it exists. Both engines are a `Scheduler`
+(scheduler.py: every active stream on one worker pool, a policy, admission) over a backend:
+`PiperBackend` keeps one onnxruntime session per worker and synthesizes phoneme ids (a sentence
+is phonemized once, then cut into pieces at word boundaries, pieces.py); `FakeBackend` gives a
+tone per piece after set delays, for fast tests of the HTTP layer and of the scheduler.
+Closing the iterator early (client gone) drops the stream's queued pieces at once.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
-import re
 import threading
+import time
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from thetalker.server.pieces import ChunkPlan, group_words, piece_sizes, split_sentences
+from thetalker.server.scheduler import Piece, Scheduler, SchedulerStats
 
 __all__ = [
     "SynthesisSettings",
     "EngineSettings",
     "Engine",
+    "StreamEngine",
+    "PiperBackend",
     "PiperEngine",
+    "FakeBackend",
     "FakeEngine",
     "voice_files",
     "piper_version",
@@ -54,6 +59,9 @@ class EngineSettings:
     synthesis: SynthesisSettings = field(default_factory=SynthesisSettings)
     deterministic: bool = False
     onnx_cache: bool = True
+    chunks: ChunkPlan = field(default_factory=ChunkPlan)
+    scheduling_policy: str = "fifo"
+    max_active_streams: int = 0
 
     def effective_synthesis(self) -> SynthesisSettings:
         """`--deterministic` zeroes both noise scales, which makes Piper bit-identical."""
@@ -77,11 +85,15 @@ class Engine(Protocol):
     @property
     def waiting(self) -> int: ...
 
+    def stats(self) -> SchedulerStats: ...
+
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
 
-    def stream(self, text: str, speed: float = 1.0) -> AsyncIterator[bytes]: ...
+    def stream(
+        self, text: str, speed: float = 1.0, chunked: bool = True
+    ) -> AsyncIterator[bytes]: ...
 
 
 def voice_files() -> tuple[Path, Path]:
@@ -220,174 +232,241 @@ def piper_syn_config(voice: Any, settings: SynthesisSettings, speed: float = 1.0
     )
 
 
-_DONE = object()
+def piper_words(phonemes: list[str]) -> list[list[str]]:
+    """A sentence's phonemes (espeak: characters, words separated by " ") as words."""
+    words: list[list[str]] = []
+    current: list[str] = []
+    for phoneme in phonemes:
+        if phoneme == " ":
+            if current:
+                words.append(current)
+            current = []
+        else:
+            current.append(phoneme)
+    if current:
+        words.append(current)
+    return words
 
 
-class PiperEngine:
-    """A pool of Piper sessions, one per worker, with a queue of waiting requests in front."""
+# A piece cut inside a sentence keeps this much of its edge silence: Piper pads every call
+# with about 0.06 s before and 0.15 s after the speech, which between pieces is a pause.
+EDGE_LEVEL = 0.02
+KEEP_LEAD_S = 0.02
+KEEP_TRAIL_S = 0.05
 
-    sample_rate = PIPER_SAMPLE_RATE
 
-    def __init__(self, settings: EngineSettings | None = None) -> None:
-        self.settings = settings or EngineSettings()
-        if self.settings.workers < 1:
-            raise ValueError(f"workers must be >= 1, got {self.settings.workers}")
-        self.workers = self.settings.workers
-        self._idle: asyncio.Queue[Any] | None = None
-        self._executor: ThreadPoolExecutor | None = None
-        self._waiting = 0
+def trim_edges(audio: Any, sample_rate: int, lead: bool, trail: bool) -> Any:
+    """`audio` (float, peak 1) without the silence at the edges asked for, down to a margin."""
+    import numpy as np
 
-    @property
-    def ready(self) -> bool:
-        return self._idle is not None
+    loud = np.flatnonzero(np.abs(audio) > EDGE_LEVEL)
+    if loud.size == 0:
+        return audio
+    start = max(0, int(loud[0]) - int(KEEP_LEAD_S * sample_rate)) if lead else 0
+    end = min(len(audio), int(loud[-1]) + 1 + int(KEEP_TRAIL_S * sample_rate)) if trail else None
+    return audio[start:end]
 
-    @property
-    def busy(self) -> int:
-        return 0 if self._idle is None else self.workers - self._idle.qsize()
 
-    @property
-    def waiting(self) -> int:
-        return self._waiting
+class PiperBackend:
+    """Piper over phoneme ids: a sentence is phonemized once and synthesized in pieces."""
 
-    async def start(self) -> None:
-        """Load every session (side by side, in threads) and warm each up with one sentence."""
-        loop = asyncio.get_running_loop()
-        self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="piper")
-        threads = self.settings.threads_per_worker
-        cache = self.settings.onnx_cache
-        # The first session may build the optimized-graph cache the others then load.
-        first = await loop.run_in_executor(self._executor, load_piper_voice, threads, cache)
-        rest = await asyncio.gather(
-            *(
-                loop.run_in_executor(self._executor, load_piper_voice, threads, cache)
-                for _ in range(self.workers - 1)
+    def __init__(self, settings: EngineSettings) -> None:
+        self.settings = settings
+        self.sample_rate = PIPER_SAMPLE_RATE
+        self._cache_lock = threading.Lock()
+        self._cache_built = False
+
+    def load_worker(self) -> Any:
+        threads, cache = self.settings.threads_per_worker, self.settings.onnx_cache
+        if not self._cache_built:
+            # The first session builds the optimized-graph cache that the others then load.
+            with self._cache_lock:
+                voice = load_piper_voice(threads, cache)
+                self._cache_built = True
+        else:
+            voice = load_piper_voice(threads, cache)
+        warm_up(voice)  # so the first request does not pay for lazy set-up
+        self.sample_rate = int(voice.config.sample_rate)
+        return voice
+
+    def split(self, voice: Any, sentence: str, plan: ChunkPlan, first: bool) -> list[Piece]:
+        pieces: list[Piece] = []
+        for phonemes in voice.phonemize(sentence):
+            if not phonemes:
+                continue
+            words = piper_words(phonemes)
+            if plan.whole_sentences:
+                pieces.append(Piece(voice.phonemes_to_ids(phonemes), len(words)))
+                continue
+            groups = list(group_words(words, piece_sizes(len(words), plan, first and not pieces)))
+            for i, group in enumerate(groups):
+                joined: list[str] = []
+                for word in group:
+                    joined += [*word, " "]
+                pieces.append(
+                    Piece(
+                        voice.phonemes_to_ids(joined[:-1]),
+                        len(group),
+                        sentence_start=i == 0,
+                        sentence_end=i == len(groups) - 1,
+                    )
+                )
+        return pieces
+
+    def render(self, voice: Any, piece: Piece, speed: float, index: int) -> bytes:
+        import numpy as np
+
+        config = piper_syn_config(voice, self.settings.effective_synthesis(), speed)
+        audio = voice.phoneme_ids_to_audio(piece.payload, config)
+        # Piper's own post-processing of a sentence (PiperVoice.synthesize), per piece.
+        peak = float(np.max(np.abs(audio))) if audio.size else 0.0
+        audio = np.zeros_like(audio) if peak < 1e-8 else audio / peak
+        audio = np.clip(audio, -1.0, 1.0).astype(np.float32)
+        if not (piece.sentence_start and piece.sentence_end):
+            audio = trim_edges(
+                audio, self.sample_rate, not piece.sentence_start, not piece.sentence_end
             )
-        )
-        voices = [first, *rest]
-        # One short sentence per session, so the first request does not pay for lazy set-up.
-        await asyncio.gather(
-            *(loop.run_in_executor(self._executor, warm_up, voice) for voice in voices)
-        )
-        self.sample_rate = int(voices[0].config.sample_rate)
-        idle: asyncio.Queue[Any] = asyncio.Queue()
-        for voice in voices:
-            idle.put_nowait(voice)
-        self._idle = idle
-
-    async def close(self) -> None:
-        if self._executor is not None:
-            # Running syntheses end at their next sentence; wait off the event loop.
-            await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
-            self._executor = None
-        self._idle = None
-
-    async def stream(self, text: str, speed: float = 1.0) -> AsyncIterator[bytes]:
-        """Yield one PCM chunk per sentence as Piper produces it."""
-        if self._idle is None or self._executor is None:
-            raise RuntimeError("engine not started")
-        idle = self._idle
-        self._waiting += 1
-        try:
-            voice = await idle.get()
-        finally:
-            self._waiting -= 1
-        loop = asyncio.get_running_loop()
-        chunks: asyncio.Queue[Any] = asyncio.Queue()
-        stop = threading.Event()
-        syn_config = piper_syn_config(voice, self.settings.effective_synthesis(), speed)
-
-        def run() -> None:
-            try:
-                for chunk in voice.synthesize(text, syn_config=syn_config):
-                    if stop.is_set():
-                        break
-                    loop.call_soon_threadsafe(chunks.put_nowait, chunk.audio_int16_bytes)
-                    if stop.is_set():
-                        break
-                loop.call_soon_threadsafe(chunks.put_nowait, _DONE)
-            except BaseException as exc:  # handed to the consumer, which re-raises it
-                loop.call_soon_threadsafe(chunks.put_nowait, exc)
-
-        future = loop.run_in_executor(self._executor, run)
-        # The worker goes back to the pool when the thread ends, even if the consumer is gone.
-        future.add_done_callback(lambda _f: idle.put_nowait(voice))
-        try:
-            while True:
-                item = await chunks.get()
-                if item is _DONE:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            stop.set()
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+        return np.clip(audio * 32767.0, -32767.0, 32767.0).astype(np.int16).tobytes()
 
 
 @dataclass
-class FakeEngine:
-    """Stand-in with set timings: a tone per sentence, `chars_s` audio seconds per character.
+class FakeBackend:
+    """A tone per piece, `chars_s` audio seconds per character, after set delays (a thread
+    sleeps, so `workers` of them run side by side like real sessions).
 
-    `first_delay_s` passes before the first sentence and `sentence_delay_s` before each next
-    one; `fail_after` raises after that many chunks (to test mid-stream engine errors).
+    `first_delay_s` passes before a stream's first piece and `sentence_delay_s` before each
+    next one, plus `work_s_per_audio_s` per second of audio made; `fail_after` raises after
+    that many pieces (to test engine errors before and during a stream).
     """
 
     sample_rate: int = PIPER_SAMPLE_RATE
-    workers: int = 1
     chars_s: float = 0.05
     first_delay_s: float = 0.01
     sentence_delay_s: float = 0.01
+    work_s_per_audio_s: float = 0.0
     fail_after: int | None = None
-    _sem: asyncio.Semaphore | None = None
-    _busy: int = 0
-    _waiting: int = 0
-    started: bool = False
 
-    @property
-    def ready(self) -> bool:
-        return self.started
+    def load_worker(self) -> Any:
+        return object()
 
-    @property
-    def busy(self) -> int:
-        return self._busy
-
-    @property
-    def waiting(self) -> int:
-        return self._waiting
-
-    async def start(self) -> None:
-        self._sem = asyncio.Semaphore(self.workers)
-        self.started = True
-
-    async def close(self) -> None:
-        self.started = False
+    def split(self, worker: Any, sentence: str, plan: ChunkPlan, first: bool) -> list[Piece]:
+        words = sentence.split()
+        if plan.whole_sentences:
+            return [Piece(sentence, len(words))]
+        groups = list(group_words(words, piece_sizes(len(words), plan, first)))
+        return [
+            Piece(" ".join(g), len(g), sentence_start=i == 0, sentence_end=i == len(groups) - 1)
+            for i, g in enumerate(groups)
+        ]
 
     def sentence_pcm(self, sentence: str, speed: float = 1.0) -> bytes:
-        """A quiet 220 Hz tone as long as the sentence is worth: deterministic, non-silent."""
+        """A quiet 220 Hz tone as long as the text is worth: deterministic, non-silent."""
         import numpy as np
 
         n = max(1, int(len(sentence) * self.chars_s / speed * self.sample_rate))
         t = np.arange(n) / self.sample_rate
         return (0.3 * 32767 * np.sin(2 * math.pi * 220.0 * t)).astype("<i2").tobytes()
 
-    async def stream(self, text: str, speed: float = 1.0) -> AsyncIterator[bytes]:
-        if self._sem is None:
-            raise RuntimeError("engine not started")
-        self._waiting += 1
-        try:
-            await self._sem.acquire()
-        finally:
-            self._waiting -= 1
-        self._busy += 1
-        try:
-            sentences = [s for s in _SENTENCE_END.split(text.strip()) if s]
-            for i, sentence in enumerate(sentences):
-                if self.fail_after is not None and i >= self.fail_after:
-                    raise RuntimeError("fake engine failure")
-                await asyncio.sleep(self.first_delay_s if i == 0 else self.sentence_delay_s)
-                yield self.sentence_pcm(sentence, speed)
-        finally:
-            self._busy -= 1
-            self._sem.release()
+    def render(self, worker: Any, piece: Piece, speed: float, index: int) -> bytes:
+        if self.fail_after is not None and index >= self.fail_after:
+            raise RuntimeError("fake engine failure")
+        pcm = self.sentence_pcm(str(piece.payload), speed)
+        audio_s = len(pcm) / (2 * self.sample_rate)
+        delay = self.first_delay_s if index == 0 else self.sentence_delay_s
+        time.sleep(delay + self.work_s_per_audio_s * audio_s)
+        return pcm
+
+
+class StreamEngine:
+    """A backend behind the scheduler: what the HTTP layer calls an engine."""
+
+    def __init__(
+        self,
+        backend: Any,
+        workers: int = 1,
+        chunks: ChunkPlan | None = None,
+        scheduling_policy: str = "fifo",
+        max_active_streams: int = 0,
+    ) -> None:
+        self.backend = backend
+        self.workers = workers
+        self.chunks = chunks or ChunkPlan()
+        self.scheduler = Scheduler(backend, workers, scheduling_policy, max_active_streams)
+        self.started = False
+
+    @property
+    def sample_rate(self) -> int:
+        return int(self.backend.sample_rate)
+
+    @property
+    def ready(self) -> bool:
+        return self.started and self.scheduler.ready
+
+    @property
+    def busy(self) -> int:
+        return self.scheduler.stats().workers_busy
+
+    @property
+    def waiting(self) -> int:
+        return self.scheduler.stats().waiting
+
+    def stats(self) -> SchedulerStats:
+        return self.scheduler.stats()
+
+    async def start(self) -> None:
+        await self.scheduler.start()
+        self.started = True
+
+    async def close(self) -> None:
+        self.started = False
+        await self.scheduler.close()
+
+    def stream(self, text: str, speed: float = 1.0, chunked: bool = True) -> AsyncIterator[bytes]:
+        """PCM of `text`, piece by piece (`chunked=False`: whole sentences, for a file)."""
+        plan = self.chunks if chunked else ChunkPlan()
+        return self.scheduler.stream(split_sentences(text), plan, speed)
+
+    def stream_sentences(
+        self, sentences: AsyncIterator[str], speed: float = 1.0
+    ) -> AsyncIterator[bytes]:
+        """PCM of sentences that arrive over time (text arriving in pieces)."""
+        return self.scheduler.stream(sentences, self.chunks, speed)
+
+
+class PiperEngine(StreamEngine):
+    """A pool of Piper sessions, one per worker, behind the scheduler."""
+
+    def __init__(self, settings: EngineSettings | None = None) -> None:
+        self.settings = settings or EngineSettings()
+        super().__init__(
+            PiperBackend(self.settings),
+            self.settings.workers,
+            self.settings.chunks,
+            self.settings.scheduling_policy,
+            self.settings.max_active_streams,
+        )
+
+
+class FakeEngine(StreamEngine):
+    """The scheduler over `FakeBackend` (set timings, no Piper)."""
+
+    def __init__(
+        self,
+        sample_rate: int = PIPER_SAMPLE_RATE,
+        workers: int = 1,
+        chars_s: float = 0.05,
+        first_delay_s: float = 0.01,
+        sentence_delay_s: float = 0.01,
+        fail_after: int | None = None,
+        work_s_per_audio_s: float = 0.0,
+        chunks: ChunkPlan | None = None,
+        scheduling_policy: str = "fifo",
+        max_active_streams: int = 0,
+    ) -> None:
+        self.fake = FakeBackend(
+            sample_rate, chars_s, first_delay_s, sentence_delay_s, work_s_per_audio_s, fail_after
+        )
+        super().__init__(self.fake, workers, chunks, scheduling_policy, max_active_streams)
+
+    def sentence_pcm(self, sentence: str, speed: float = 1.0) -> bytes:
+        return self.fake.sentence_pcm(sentence, speed)

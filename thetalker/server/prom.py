@@ -2,8 +2,8 @@
 
 Four families, prefix `thetalker:` (vllm-omni uses `vllm_omni:`): requests by HTTP status,
 requests in flight, audio seconds produced, and a histogram of the time from a request's
-arrival to its first audio chunk written. Engine gauges (busy workers, queued requests) are
-read at render time.
+arrival to its first audio chunk written. The scheduler's gauges (active and waiting streams,
+pieces and sentences queued, busy workers) are read at render time.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from dataclasses import dataclass, field
+
+from thetalker.server.scheduler import SchedulerStats
 
 __all__ = ["PREFIX", "FIRST_CHUNK_BUCKETS_S", "ServerMetrics"]
 
@@ -35,7 +37,8 @@ class ServerMetrics:
         self.first_chunk_counts[bisect.bisect_left(FIRST_CHUNK_BUCKETS_S, seconds)] += 1
         self.first_chunk_sum_s += seconds
 
-    def render(self, workers_busy: int = 0, workers: int = 0, waiting: int = 0) -> str:
+    def render(self, stats: SchedulerStats | None = None, workers: int = 0) -> str:
+        stats = stats or SchedulerStats(0, 0, 0, 0, 0)
         p = PREFIX
         lines = [
             f"# HELP {p}requests_total Speech requests finished, by HTTP status.",
@@ -52,12 +55,21 @@ class ServerMetrics:
             f"# HELP {p}requests_in_flight Speech requests being served or queued.",
             f"# TYPE {p}requests_in_flight gauge",
             f"{p}requests_in_flight {self.in_flight}",
-            f"# HELP {p}requests_waiting Speech requests queued for a free worker.",
+            f"# HELP {p}streams_active Streams admitted to the scheduler.",
+            f"# TYPE {p}streams_active gauge",
+            f"{p}streams_active {stats.active}",
+            f"# HELP {p}requests_waiting Streams waiting for admission (max_active_streams).",
             f"# TYPE {p}requests_waiting gauge",
-            f"{p}requests_waiting {waiting}",
+            f"{p}requests_waiting {stats.waiting}",
+            f"# HELP {p}pieces_queued Pieces cut from sentences and not yet synthesized.",
+            f"# TYPE {p}pieces_queued gauge",
+            f"{p}pieces_queued {stats.pieces_queued}",
+            f"# HELP {p}sentences_queued Sentences of active or waiting streams not yet cut.",
+            f"# TYPE {p}sentences_queued gauge",
+            f"{p}sentences_queued {stats.sentences_queued}",
             f"# HELP {p}workers_busy Synthesis workers in use.",
             f"# TYPE {p}workers_busy gauge",
-            f"{p}workers_busy {workers_busy}",
+            f"{p}workers_busy {stats.workers_busy}",
             f"# HELP {p}workers Synthesis workers in the pool.",
             f"# TYPE {p}workers gauge",
             f"{p}workers {workers}",

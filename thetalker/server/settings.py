@@ -1,8 +1,11 @@
 """Server settings from a deploy file (YAML) and the command line; flags win.
 
-A deploy file holds `workers`, `threads_per_worker` and
-`synthesis: {length_scale, noise_scale, noise_w_scale}`, every key optional. Anything else, or
-a value of the wrong type or range, is a one-line `DeployConfigError` naming the file and key.
+A deploy file holds `workers`, `threads_per_worker`,
+`synthesis: {length_scale, noise_scale, noise_w_scale}`, the streaming keys (mirroring
+vllm-omni's `initial_codec_chunk_frames` / `codec_chunk_frames`) `initial_chunk_words`,
+`chunk_words`, `min_chunk_words`, and the scheduler's `scheduling_policy` and
+`max_active_streams`; every key optional (`STOCK` has the server's own defaults). Anything else,
+or a value of the wrong type or range, is a one-line `DeployConfigError` naming the file and key.
 """
 
 from __future__ import annotations
@@ -11,10 +14,30 @@ from pathlib import Path
 from typing import Any
 
 from thetalker.server.engine import EngineSettings, SynthesisSettings
+from thetalker.server.pieces import ChunkPlan
+from thetalker.server.scheduler import POLICIES
 
-__all__ = ["DeployConfigError", "load_deploy_config", "engine_settings"]
+__all__ = ["DeployConfigError", "STOCK", "load_deploy_config", "engine_settings"]
 
-TOP_KEYS = ("workers", "threads_per_worker", "synthesis")
+STREAMING_KEYS = (
+    "initial_chunk_words",
+    "chunk_words",
+    "min_chunk_words",
+    "scheduling_policy",
+    "max_active_streams",
+)
+TOP_KEYS = ("workers", "threads_per_worker", "synthesis", *STREAMING_KEYS)
+# The server's own defaults (what the "local-stock" system runs): whole sentences, one stream
+# per worker until it ends, no admission limit.
+STOCK: dict[str, Any] = {
+    "workers": 1,
+    "threads_per_worker": None,
+    "initial_chunk_words": 0,
+    "chunk_words": 0,
+    "min_chunk_words": 1,
+    "scheduling_policy": "fifo",
+    "max_active_streams": 0,
+}
 SYNTHESIS_KEYS = ("length_scale", "noise_scale", "noise_w_scale")
 
 
@@ -41,13 +64,24 @@ def _count(path: Path, key: str, value: Any) -> int | None:
     return value
 
 
+def _words(path: Path, key: str, value: Any, low: int) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise DeployConfigError(f"{path}: '{key}' must be an integer >= {low}, got {value!r}")
+    return value
+
+
 def load_deploy_config(path: str | Path) -> dict[str, Any]:
-    """Read and validate a deploy file; returns {workers, threads_per_worker, synthesis}."""
+    """Read and validate a deploy file; returns every key of `STOCK` plus `synthesis`
+    (None where the file leaves a key out)."""
     import yaml
 
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise DeployConfigError(f"{path}: not UTF-8 text") from None
     except OSError as exc:
         raise DeployConfigError(f"{path}: cannot read deploy file ({exc.strerror})") from None
     except yaml.YAMLError as exc:
@@ -70,7 +104,19 @@ def load_deploy_config(path: str | Path) -> dict[str, Any]:
                 f"{path}: unknown key 'synthesis.{key}' (expected one of "
                 f"{', '.join(SYNTHESIS_KEYS)})"
             )
+    policy = data.get("scheduling_policy")
+    if policy is not None and policy not in POLICIES:
+        raise DeployConfigError(
+            f"{path}: 'scheduling_policy' must be one of {', '.join(POLICIES)}, got {policy!r}"
+        )
     return {
+        "initial_chunk_words": _words(
+            path, "initial_chunk_words", data.get("initial_chunk_words"), 0
+        ),
+        "chunk_words": _words(path, "chunk_words", data.get("chunk_words"), 0),
+        "min_chunk_words": _words(path, "min_chunk_words", data.get("min_chunk_words"), 1),
+        "scheduling_policy": policy,
+        "max_active_streams": _words(path, "max_active_streams", data.get("max_active_streams"), 0),
         "workers": _count(path, "workers", data.get("workers")),
         "threads_per_worker": _count(path, "threads_per_worker", data.get("threads_per_worker")),
         "synthesis": SynthesisSettings(
@@ -91,11 +137,21 @@ def engine_settings(
     threads_per_worker: int | None = None,
     deterministic: bool = False,
 ) -> EngineSettings:
-    """Deploy file values overridden by flags; stock defaults: 1 worker, onnxruntime threads."""
+    """Deploy file values overridden by flags; what the file leaves out is `STOCK`."""
     file = load_deploy_config(deploy_config) if deploy_config is not None else {}
+
+    def value(key: str) -> Any:
+        got = file.get(key)
+        return STOCK[key] if got is None else got
+
     return EngineSettings(
-        workers=workers or file.get("workers") or 1,
-        threads_per_worker=threads_per_worker or file.get("threads_per_worker"),
+        workers=workers or value("workers"),
+        threads_per_worker=threads_per_worker or value("threads_per_worker"),
         synthesis=file.get("synthesis") or SynthesisSettings(),
         deterministic=deterministic,
+        chunks=ChunkPlan(
+            value("initial_chunk_words"), value("chunk_words"), value("min_chunk_words")
+        ),
+        scheduling_policy=value("scheduling_policy"),
+        max_active_streams=value("max_active_streams"),
     )

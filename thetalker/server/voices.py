@@ -3,7 +3,8 @@
 Each voice is two files in the folder: its sample (`<key>.wav` or `<key>.json` for a speaker
 embedding) and `<key>.meta.json` with what the API returns. `<key>` is the name case-folded,
 so names match case-insensitively and a re-upload overwrites. Every voice already in the
-folder is loaded at start, whatever wrote it.
+folder is loaded at start, whatever wrote it. Text fields are bounded (`MAX_TEXT_FIELD_CHARS`)
+and so is the folder (`MAX_TOTAL_BYTES`), so unauthenticated uploads cannot fill memory or disk.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ __all__ = [
     "MIN_AUDIO_S",
     "MAX_AUDIO_S",
     "MAX_VOICES",
+    "MAX_TEXT_FIELD_CHARS",
+    "MAX_TOTAL_BYTES",
     "VoiceError",
     "VoiceStore",
     "validate_voice_name",
@@ -34,6 +37,10 @@ MAX_AUDIO_S = 30.0
 MAX_VOICES = 1000
 # Not in the contract; keeps `<key>.meta.json` within every filesystem's 255-byte name limit.
 MAX_NAME_CHARS = 128
+# Not in the contract either (issue 16: 1,000 voices with 9 MiB texts pinned 18 GB): a form's
+# text fields (ref_text, speaker_description, consent, speaker_embedding) and the whole folder.
+MAX_TEXT_FIELD_CHARS = 16_384
+MAX_TOTAL_BYTES = 1024 * 1024 * 1024
 
 
 class VoiceError(ValueError):
@@ -102,6 +109,9 @@ class VoiceStore:
     def names(self) -> list[str]:
         return [v["name"] for v in self._voices.values()]
 
+    def total_bytes(self) -> int:
+        return sum(int(v.get("file_size") or 0) for v in self._voices.values())
+
     def infos(self) -> list[dict[str, Any]]:
         return [self._public(v) for v in self._voices.values()]
 
@@ -128,6 +138,16 @@ class VoiceStore:
             raise VoiceError(
                 "give exactly one of audio_sample or speaker_embedding", "audio_sample"
             )
+        for field_name, text in (
+            ("consent", consent),
+            ("ref_text", ref_text),
+            ("speaker_description", speaker_description),
+            ("speaker_embedding", speaker_embedding),
+        ):
+            if text is not None and len(text) > MAX_TEXT_FIELD_CHARS:
+                raise VoiceError(
+                    f"{field_name} is longer than {MAX_TEXT_FIELD_CHARS} characters", field_name
+                )
         key = name.casefold()
         if key not in self._voices and len(self._voices) >= MAX_VOICES:
             raise VoiceError(f"too many voices (at most {MAX_VOICES})", "name")
@@ -135,8 +155,18 @@ class VoiceStore:
             payload, suffix, mime = self._check_audio(audio, filename, content_type)
         else:
             payload, suffix, mime = self._check_embedding(speaker_embedding or "")
-        for old in self.folder.glob(f"{glob_escape(key)}.sample.*"):
-            old.unlink(missing_ok=True)
+        old_meta = self._voices.get(key)
+        replaced = int(old_meta.get("file_size") or 0) if old_meta else 0
+        if self.total_bytes() - replaced + len(payload) > MAX_TOTAL_BYTES:
+            raise VoiceError(
+                f"voice storage is full (at most {MAX_TOTAL_BYTES} bytes in all); "
+                "delete a voice first",
+                "audio_sample",
+            )
+        # Only this voice's own old sample goes: a glob on the key would also match the files
+        # of a voice whose name starts with "<key>.sample." (issue 16).
+        if old_meta and old_meta.get("_file"):
+            (self.folder / str(old_meta["_file"])).unlink(missing_ok=True)
         sample_path = self.folder / f"{key}.sample{suffix}"
         sample_path.write_bytes(payload)
         meta: dict[str, Any] = {
@@ -145,6 +175,8 @@ class VoiceStore:
             "created_at": int(time.time()),
             "mime_type": mime,
             "file_size": len(payload),
+            "embedding_source": "audio" if audio is not None else "upload",
+            "embedding_dim": None if audio is not None else len(json.loads(payload)),
             "_file": sample_path.name,
         }
         if ref_text is not None:
@@ -203,15 +235,8 @@ class VoiceStore:
         key = name.casefold()
         meta = self._voices.pop(key, None)
         if meta is None:
-            raise VoiceError(f"voice '{name}' not found", "name", status=404)
+            raise VoiceError(f"Voice '{name}' not found", None, status=404)
         (self.folder / f"{key}.meta.json").unlink(missing_ok=True)
         if meta.get("_file"):
             (self.folder / str(meta["_file"])).unlink(missing_ok=True)
         return self._public(meta)
-
-
-def glob_escape(text: str) -> str:
-    """Escape glob metacharacters so a voice name matches only itself."""
-    import glob
-
-    return glob.escape(text)

@@ -1,0 +1,115 @@
+"""What keeps one client from holding the server: timeouts, the API key, quiet bad requests.
+
+- `ServerLimits`: how long a connection may sit idle or send half a request (`idle_timeout_s`:
+  headers not complete by then, or nothing sent after a response), read its body
+  (`body_timeout_s`), or leave a write unread (`write_timeout_s`). aiohttp has no header
+  timeout, so `guard_connections` sweeps the server's connections once a second and closes the
+  ones idle too long; body and write timeouts are applied where the handlers read and write.
+- `api_key_middleware`: with a key set, `/v1/*` answers 401 without `Authorization: Bearer
+  <key>`; `/health` and the rest stay open (as vllm's `--api-key`).
+- `quiet_bad_requests`: a malformed request (bad HTTP, a client gone) logs one warning line,
+  not a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+__all__ = [
+    "ServerLimits",
+    "API_KEY_ENV",
+    "api_key_middleware",
+    "guard_connections",
+    "quiet_bad_requests",
+]
+
+# Read in this order when --api-key is not given; VLLM_API_KEY is what vllm itself reads.
+API_KEY_ENV = ("THETALKER_API_KEY", "VLLM_API_KEY")
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """Per-connection time limits, seconds."""
+
+    idle_timeout_s: float = 15.0
+    body_timeout_s: float = 30.0
+    write_timeout_s: float = 30.0
+
+
+def api_key_middleware(key: str) -> Callable[..., Awaitable[web.StreamResponse]]:
+    expected = f"Bearer {key}".encode()
+
+    @web.middleware
+    async def check_key(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if request.path.startswith("/v1/"):
+            given = request.headers.get("Authorization", "").encode("utf-8", "replace")
+            if not hmac.compare_digest(given, expected):
+                return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)
+
+    return check_key
+
+
+async def guard_connections(server: Any, limits: ServerLimits, period_s: float = 0.5) -> None:
+    """Close connections with no request in progress for longer than `idle_timeout_s`.
+
+    Runs until cancelled. `server` is the aiohttp `web.Server` (`AppRunner.server`).
+    """
+    idle_since: dict[Any, float] = {}
+    while True:
+        await asyncio.sleep(period_s)
+        now = time.monotonic()
+        seen = set()
+        for handler in server.connections:
+            seen.add(handler)
+            if getattr(handler, "_request_in_progress", False):
+                idle_since.pop(handler, None)
+                continue
+            since = idle_since.setdefault(handler, now)
+            if now - since > limits.idle_timeout_s:
+                handler.force_close()
+                idle_since.pop(handler, None)
+        for gone in set(idle_since) - seen:
+            idle_since.pop(gone, None)
+
+
+def _client_fault(exc: BaseException | None) -> bool:
+    """Bad HTTP, a body that cannot be decoded, a client gone: the client's fault."""
+    from aiohttp import http_exceptions
+    from aiohttp.web_protocol import RequestPayloadError
+
+    return isinstance(
+        exc, (http_exceptions.HttpProcessingError, RequestPayloadError, ConnectionError)
+    )
+
+
+class _OneLine(logging.Filter):
+    """Turns aiohttp's traceback for a malformed request into one warning line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and _client_fault(record.exc_info[1]):
+            exc = record.exc_info[1]
+            first_line = (str(exc).splitlines() or [""])[0]
+            record.msg = "%s (%s: %s)"
+            record.args = (record.getMessage(), type(exc).__name__, first_line)
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def quiet_bad_requests() -> None:
+    """Install the one-line filter on aiohttp's server logger (idempotent)."""
+    logger = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, _OneLine) for f in logger.filters):
+        logger.addFilter(_OneLine())
