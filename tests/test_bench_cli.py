@@ -54,7 +54,7 @@ def test_error_rate_above_the_limit_exits_1(
     scripted_server.default = Script(mode="http_error", status=500)
     argv = ["--port", str(scripted_server.port), "--texts-jsonl", str(prompts_file),
             "--requests", "2", "--warmup", "0", "--sample-rate", "24000",
-            "--out-dir", str(tmp_path / "o")]  # fmt: skip
+            "--speaker", "scripted", "--out-dir", str(tmp_path / "o")]  # fmt: skip
     assert main(argv) == 1
     assert len(list(read_records(tmp_path / "o" / "records.jsonl"))) == 2  # written anyway
 
@@ -63,7 +63,8 @@ def test_expected_sample_rate_mismatch_exits_2(
     scripted_server: ScriptedServer, prompts_file: Path, tmp_path: Path, capsys
 ):
     argv = ["--base-url", scripted_server.base_url, "--texts-jsonl", str(prompts_file),
-            "--expected-sample-rate", "48000", "--out-dir", str(tmp_path / "o")]  # fmt: skip
+            "--expected-sample-rate", "48000", "--speaker", "scripted",
+            "--out-dir", str(tmp_path / "o")]  # fmt: skip
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "24000 Hz" in err and "48000 Hz" in err
@@ -74,7 +75,8 @@ def test_deploy_name_gives_the_expected_rate(
 ):
     # voxcpm2 streams at 48 kHz; the scripted server answers at 24 kHz
     argv = ["--base-url", scripted_server.base_url, "--texts-jsonl", str(prompts_file),
-            "--deploy", "batch32", "--out-dir", str(tmp_path / "o")]  # fmt: skip
+            "--deploy", "batch32", "--speaker", "scripted",
+            "--out-dir", str(tmp_path / "o")]  # fmt: skip
     assert main(argv) == 2
     assert "48000 Hz" in capsys.readouterr().err
     argv[argv.index("batch32")] = "no-such-model"
@@ -87,7 +89,7 @@ def test_deploy_name_gives_the_expected_rate(
 
 def test_unreachable_server_exits_1(prompts_file: Path, tmp_path: Path, capsys):
     argv = ["--port", str(free_port()), "--texts-jsonl", str(prompts_file),
-            "--out-dir", str(tmp_path / "o"), "--timeout", "5"]  # fmt: skip
+            "--out-dir", str(tmp_path / "o"), "--timeout", "5", "--speaker", "x"]  # fmt: skip
     assert main(argv) == 1
     assert "sample-rate request" in capsys.readouterr().err
 
@@ -100,6 +102,7 @@ def test_unreachable_server_exits_1(prompts_file: Path, tmp_path: Path, capsys):
         (["--task-type", "Base"], "Base needs ref_audio"),
         (["--response-format", "mp3"], "--response-format"),
         (["--request-rate", "-1"], "request_rate"),
+        (["--progress-interval", "0"], "--progress-interval"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(
@@ -138,7 +141,8 @@ def test_ctrl_c_keeps_finished_records(
     out = tmp_path / "o"
     cmd = [sys.executable, "-m", "thetalker.bench_cli", "--base-url", scripted_server.base_url,
            "--texts-jsonl", str(prompts_file), "--requests", "4", "--warmup", "0",
-           "--concurrency", "4", "--sample-rate", "24000", "--out-dir", str(out)]  # fmt: skip
+           "--concurrency", "4", "--sample-rate", "24000", "--speaker", "scripted",
+           "--out-dir", str(out)]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(300):  # until the slow one has its first chunk out
@@ -163,3 +167,71 @@ def test_ctrl_c_keeps_finished_records(
     assert records["sentence number 3"]["error"]["type"] == "cancelled"
     assert all(r["ok"] for t, r in records.items() if t != "sentence number 3")
     assert read_json(out / "summary.json")["complete"] is False
+
+
+# --- CustomVoice needs a speaker (no default only the local server has) --------------------
+
+
+@pytest.mark.parametrize("deploy", [None, "voxcpm2"], ids=["no-deploy", "deploy-without-speaker"])
+def test_custom_voice_without_a_speaker_exits_2_naming_the_flag(
+    prompts_file: Path, tmp_path: Path, capsys, deploy: str | None
+):
+    argv = ["--port", "9", "--texts-jsonl", str(prompts_file), "--out-dir", str(tmp_path / "o")]
+    argv += ["--deploy", deploy] if deploy else []
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "--speaker" in err and "GET /v1/audio/voices" in err
+    assert not (tmp_path / "o").exists()  # refused before anything was sent or written
+
+
+@pytest.mark.parametrize(
+    ("extra", "speaker"),
+    [
+        (["--deploy", "piper-joe"], "joe"),  # the local model documents its speaker
+        (["--deploy", "qwen3tts17b", "--expected-sample-rate", "24000"], "ryan"),
+        (["--deploy", "qwen3tts17b", "--speaker", "Vivian", "--expected-sample-rate", "24000"],
+         "Vivian"),
+    ],
+)  # fmt: skip
+def test_speaker_comes_from_the_flag_or_the_deploys_model(
+    scripted_server: ScriptedServer, prompts_file: Path, tmp_path: Path, extra, speaker
+):
+    scripted_server.sample_rate = 24000
+    out = tmp_path / "o"
+    argv = ["--base-url", scripted_server.base_url, "--texts-jsonl", str(prompts_file),
+            "--requests", "1", "--warmup", "0", "--out-dir", str(out), *extra]  # fmt: skip
+    if "piper-joe" in extra:
+        scripted_server.sample_rate = 22050
+    assert main(argv) == 0
+    assert read_json(out / "summary.json")["options"]["speaker"] == speaker
+    assert scripted_server.requests[-1].body["speaker"] == speaker
+
+
+# --- progress during a point ---------------------------------------------------------------
+
+
+def test_progress_lines_appear_during_a_point(
+    scripted_server: ScriptedServer, prompts_file: Path, tmp_path: Path
+):
+    # Each request takes ~0.6 s; with reports every 0.1 s some come before the last is done.
+    scripted_server.default = Script(chunks=((0, 4800), (0.3, 4800), (0.3, 4800)))
+    out = tmp_path / "o"
+    cmd = [sys.executable, "-m", "thetalker.bench_cli", "--base-url", scripted_server.base_url,
+           "--texts-jsonl", str(prompts_file), "--requests", "4", "--warmup", "0",
+           "--concurrency", "1", "--sample-rate", "24000", "--speaker", "scripted",
+           "--progress-interval", "0.1", "--out-dir", str(out)]  # fmt: skip
+    result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    progress = [line for line in lines if " done, " in line]
+    assert any("/4 done" in line and not line.startswith("thetalker-bench: c1: 4/4")
+               for line in progress), lines  # fmt: skip
+    assert all(line.startswith("thetalker-bench: c1: ") for line in progress)
+    assert all(" s elapsed, " in line for line in progress)
+    end = lines[-1]
+    assert end.startswith("thetalker-bench: c1: 4/4 ok, error rate 0.0 %, RTFx ")
+    # 0.1 s of audio every 0.3 s: slower than real time, so every stream stalls
+    assert ", TTFA p50 " in end and end.endswith(", continuity 0.0 %")

@@ -8,7 +8,6 @@ tests keep runs small. Tolerances are generous: several suites share two cores.
 from __future__ import annotations
 
 import asyncio
-import io
 import random
 import signal
 import subprocess
@@ -21,7 +20,6 @@ import psutil
 import pytest
 
 from tests.scripted_server import Script, ScriptedServer
-from thetalker.bench_cli import _Progress
 from thetalker.bench_cli import main as bench_main
 from thetalker.client import (
     BenchOptions,
@@ -32,6 +30,7 @@ from thetalker.client import (
     validate_options,
 )
 from thetalker.client.options import effective_workers
+from thetalker.client.progress import Progress
 from thetalker.client.schedule import arrival_offsets
 from thetalker.client.workers import max_overlap, split_items
 from thetalker.prompts import Prompt
@@ -110,10 +109,14 @@ def test_open_loop_schedule_is_shared_across_workers(
 def test_split_keeps_the_order_and_spreads_the_streams():
     items = [(i, Prompt(f"s{i}", "t"), False) for i in range(7)]
     opts = BenchOptions(concurrency=5, requests=7, workers=2)
-    (a, ca), (b, cb) = split_items(items, opts, 2)
-    assert (ca, cb) == (3, 2)
-    assert [i for i, _, _ in a] == [0, 2, 4, 6] and [i for i, _, _ in b] == [1, 3, 5]
-    assert all(due is None for _, _, due in a + b)
+    a, b = split_items(items, opts, 2)
+    assert (a.concurrency, b.concurrency) == (3, 2)
+    assert [i for i, _, _ in a.items] == [0, 2, 4, 6] and [i for i, _, _ in b.items] == [1, 3, 5]
+    assert a.offsets is None and b.offsets is None
+    # open loop: each worker gets its slots of the one schedule
+    rated = split_items(items, BenchOptions(request_rate=4.0, requests=7, seed=3), 2)
+    whole = arrival_offsets(7, 4.0, 3)
+    assert rated[0].offsets == tuple(whole[0::2]) and rated[1].offsets == tuple(whole[1::2])
     # never more workers than streams (closed loop) or requests
     assert effective_workers(BenchOptions(concurrency=2, requests=9, workers=8)) == 2
     assert effective_workers(BenchOptions(request_rate=5.0, requests=3, workers=8)) == 3
@@ -163,14 +166,18 @@ def test_cli_rejects_a_count_without_a_dir(tmp_path: Path, capsys):
     assert "save_audio_count: needs save_audio_dir" in err and err.count("\n") == 1
 
 
-def test_progress_line_rewrites_itself():
-    stream = io.StringIO()
-    progress = _Progress(stream)
-    progress(1, 3, 0)
-    progress(2, 3, 1)  # within 0.1 s of the last: skipped
-    progress(3, 3, 1)  # the last one always shows, and ends the line
-    text = stream.getvalue()
-    assert text == "\rthetalker-bench: 1/3 done, 0 failed \rthetalker-bench: 3/3 done, 1 failed \n"
+def test_progress_reports_reach_the_parent_from_the_workers(
+    scripted_server: ScriptedServer, tmp_path: Path
+):
+    scripted_server.default = Script(chunks=((0, 4800), (0.3, 4800)))
+    reports: list[Progress] = []
+    opts = BenchOptions(
+        base_url=scripted_server.base_url, requests=6, warmup=0, sample_rate=24000,
+        concurrency=2, workers=2,
+    )  # fmt: skip
+    run_benchmark(opts, _prompts(6), tmp_path, reports.append, progress_interval_s=0.1)
+    assert reports[-1] == Progress("c2", 6, 6, 0, reports[-1].elapsed_s, 0.0)
+    assert [r.done for r in reports] == sorted(r.done for r in reports)
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -188,7 +195,7 @@ def test_stopping_the_parent_stops_every_worker(
     cmd = [sys.executable, "-m", "thetalker.bench_cli", "--base-url", scripted_server.base_url,
            "--texts-jsonl", str(prompts), "--requests", "4", "--warmup", "1", "--seed", "1",
            "--concurrency", "4", "--workers", "2", "--sample-rate", "24000",
-           "--out-dir", str(out)]  # fmt: skip
+           "--speaker", "scripted", "--out-dir", str(out)]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True)
     workers: list[psutil.Process] = []
     try:

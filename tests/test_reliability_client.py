@@ -64,7 +64,7 @@ def test_server_killed_mid_run_keeps_finished_records_and_exits_1(tmp_path: Path
         cmd = [sys.executable, "-m", "thetalker.bench_cli", "--base-url", base_url,
                "--texts-jsonl", str(prompts), "--requests", "60", "--warmup", "0",
                "--concurrency", "2", "--sample-rate", "24000", "--timeout", "10",
-               "--out-dir", str(out)]  # fmt: skip
+               "--speaker", "scripted", "--out-dir", str(out)]  # fmt: skip
         bench = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True)
         try:
             for _ in range(600):  # until a few requests are done (at most 60 s)
@@ -107,7 +107,8 @@ def test_a_mix_of_faults_in_one_run_is_recorded_and_sets_the_exit_status(
     out = tmp_path / "out"
     argv = ["--base-url", srv.base_url, "--texts-jsonl", str(prompts), "--requests", "6",
             "--warmup", "0", "--concurrency", "6", "--sample-rate", "24000", "--timeout", "1",
-            "--max-error-rate", max_error_rate, "--out-dir", str(out)]  # fmt: skip
+            "--max-error-rate", max_error_rate, "--speaker", "scripted",
+            "--out-dir", str(out)]  # fmt: skip
     assert main(argv) == status
     records = {r["text"]: r for r in read_records(out / "records.jsonl")}
     assert set(records) == set(texts)

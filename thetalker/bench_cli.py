@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -28,9 +27,24 @@ from thetalker.client import (
     run_benchmark,
     validate_options,
 )
+from thetalker.client.progress import (
+    DEFAULT_INTERVAL_S,
+    LineReporter,
+    ProgressReporter,
+    TtyReporter,
+    format_point_end,
+)
 from thetalker.prompts import PromptError, load_prompts
+from thetalker.speech_api import VOICES_LIST_HINT
 
-__all__ = ["build_parser", "options_from_args", "exit_status", "main"]
+__all__ = [
+    "build_parser",
+    "options_from_args",
+    "exit_status",
+    "progress_reporter",
+    "require_speaker",
+    "main",
+]
 
 PROG = "thetalker-bench"
 
@@ -77,7 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     body = p.add_argument_group("request body")
     body.add_argument("--task-type", default="CustomVoice", choices=TASK_TYPES)
-    body.add_argument("--speaker", default=None, help="CustomVoice speaker (default: joe)")
+    body.add_argument(
+        "--speaker",
+        help="CustomVoice speaker (default: the --deploy model's documented speaker)",
+    )
     body.add_argument("--voice", help="an uploaded voice NAME")
     body.add_argument("--ref-audio", help="Base: reference WAV, sent as a data URI")
     body.add_argument("--ref-text", help="Base: transcript of --ref-audio")
@@ -106,6 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     audio.add_argument("--threshold", type=float, default=0.1, help="continuity threshold, s")
     p.add_argument("--out-dir", required=True, help="records.jsonl and summary.json go here")
+    p.add_argument(
+        "--progress-interval", type=float, default=DEFAULT_INTERVAL_S, metavar="S",
+        help="seconds between progress reports on stderr (a bar on a terminal)",
+    )  # fmt: skip
     return p
 
 
@@ -121,11 +142,31 @@ def _expected_sample_rate(args: argparse.Namespace) -> int | None:
         raise OptionsError(f"--deploy: {exc}") from None
 
 
+def _speaker(args: argparse.Namespace) -> str | None:
+    """--speaker, else the speaker the --deploy name's model documents (if any)."""
+    if args.speaker or not args.deploy:
+        return args.speaker
+    from thetalker.deploy import UnknownDeployError, resolve
+
+    try:
+        return resolve(args.deploy).speaker
+    except UnknownDeployError as exc:
+        raise OptionsError(f"--deploy: {exc}") from None
+
+
+def require_speaker(opts: BenchOptions) -> None:
+    """A CustomVoice run without an uploaded voice needs a speaker: no speaker is common to
+    every server (the local server's `joe` is its own)."""
+    if opts.task_type == "CustomVoice" and not (opts.speaker or opts.voice or opts.register_voice):
+        raise OptionsError(
+            f"--speaker: a CustomVoice run needs a speaker (or --deploy NAME whose model "
+            f"documents one); {VOICES_LIST_HINT}"
+        )
+
+
 def options_from_args(args: argparse.Namespace) -> BenchOptions:
     base_url = args.base_url or f"http://{args.host}:{args.port}"
-    speaker = args.speaker
-    if speaker is None and args.task_type == "CustomVoice" and not args.voice:
-        speaker = "joe"
+    speaker = _speaker(args)
     return BenchOptions(
         base_url=base_url,
         model=args.model,
@@ -163,36 +204,28 @@ def exit_status(summary: dict[str, Any], max_error_rate: float) -> int:
     return 1 if (summary.get("error_rate") or 0.0) > max_error_rate else 0
 
 
-class _Progress:
-    """`\\r`-rewritten progress line on a terminal, at most 10 times a second."""
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-        self.last = 0.0
-
-    def __call__(self, done: int, total: int, failed: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self.last < 0.1:
-            return
-        self.last = now
-        self.stream.write(f"\r{PROG}: {done}/{total} done, {failed} failed ")
-        if done == total:
-            self.stream.write("\n")
-        self.stream.flush()
+def progress_reporter(stream: Any) -> ProgressReporter:
+    """A bar rewritten in place on a terminal, else one line per report."""
+    if stream.isatty():
+        return TtyReporter(stream, prefix=f"{PROG}: ")
+    return LineReporter(lambda line: print(f"{PROG}: {line}", file=stream, flush=True))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not args.progress_interval > 0:
+        parser.error(f"--progress-interval: must be > 0 (got {args.progress_interval})")
     try:
         prompts = load_prompts(args.texts_jsonl)
         opts = options_from_args(args)
         validate_options(opts)
+        require_speaker(opts)
     except (PromptError, OptionsError) as exc:
         parser.error(str(exc))
-    progress = _Progress(sys.stderr) if sys.stderr.isatty() else None
+    progress = progress_reporter(sys.stderr)
     try:
-        summary = run_benchmark(opts, prompts, Path(args.out_dir), progress)
+        summary = run_benchmark(opts, prompts, Path(args.out_dir), progress, args.progress_interval)
     except KeyboardInterrupt:
         print(f"\n{PROG}: interrupted; finished requests are in {args.out_dir}", file=sys.stderr)
         return 130
@@ -205,17 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    status = exit_status(summary, opts.max_error_rate)
-    rtfx = summary.get("rtfx")
-    print(
-        f"{PROG}: {summary['n_ok']}/{summary['n_scored']} ok, "
-        f"error rate {summary['error_rate']:.3f}, "
-        f"rtfx {rtfx:.2f}, continuity {summary['continuity_pct'] or 0:.1f}%"
-        if rtfx is not None
-        else f"{PROG}: {summary['n_ok']}/{summary['n_scored']} ok",
-        file=sys.stderr,
-    )
-    return status
+    print(f"{PROG}: {format_point_end(summary)}", file=sys.stderr)
+    return exit_status(summary, opts.max_error_rate)
 
 
 if __name__ == "__main__":

@@ -29,10 +29,12 @@ Modules, one job each:
 - `record`: one record from one exchange
 - `sinks`: where records are built and written (a thread, or a process for many streams)
 - `probe`: the server's sample rate
-- `schedule`: closed loop and open loop
+- `schedule`: closed loop and open loop, for the in-process run and the workers alike
+- `dispatch`: the run's session and `send`
+- `child`: what every spawned process does first (Ctrl-C to the parent, parent watch)
 - `workers`: the scored requests over processes
 - `summary`: summary.json
-- `progress`: progress lines during a point
+- `progress`: progress reports during a point, and the end-of-point line
 - `run`: one load point end to end
 """
 
@@ -51,7 +53,14 @@ from thetalker.client.options import (
     validate_options,
 )
 from thetalker.client.probe import probe_sample_rate
-from thetalker.client.progress import ProgressFn
+from thetalker.client.progress import (
+    LineReporter,
+    Progress,
+    ProgressReporter,
+    TtyReporter,
+    format_point_end,
+    format_progress,
+)
 from thetalker.client.run import arun_benchmark, run_benchmark
 from thetalker.client.schedule import new_event_loop
 
@@ -64,7 +73,12 @@ __all__ = [
     "OptionsError",
     "SampleRateError",
     "ProbeError",
-    "ProgressFn",
+    "Progress",
+    "ProgressReporter",
+    "LineReporter",
+    "TtyReporter",
+    "format_progress",
+    "format_point_end",
     "validate_options",
     "build_request_body",
     "probe_sample_rate",

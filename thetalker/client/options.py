@@ -6,6 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from thetalker import metrics
+from thetalker.speech_api import (
+    MAX_INSTRUCTIONS_CHARS,
+    RESPONSE_FORMATS,
+    STREAM_FORMATS,
+    TASK_TYPES,
+)
 from thetalker.wavio import WavError, check_reference_clip
 
 __all__ = [
@@ -21,10 +27,6 @@ __all__ = [
     "effective_workers",
 ]
 
-TASK_TYPES = ("CustomVoice", "Base", "VoiceDesign")
-STREAM_FORMATS = ("audio", "sse")
-RESPONSE_FORMATS = ("pcm", "wav")  # the only two the API streams
-
 
 @dataclass(frozen=True)
 class BenchOptions:
@@ -34,7 +36,7 @@ class BenchOptions:
     base_url: str = "http://127.0.0.1:8091"  # no trailing /v1
     model: str | None = None  # sent as "model" when set
     task_type: str = "CustomVoice"
-    speaker: str | None = "joe"
+    speaker: str | None = None  # CustomVoice: a speaker the server has (GET /v1/audio/voices)
     voice: str | None = None
     ref_audio: str | None = None  # a WAV path; sent inline as a data URI
     ref_text: str | None = None
@@ -115,8 +117,9 @@ def validate_options(opts: BenchOptions) -> None:
         bad("task_type", "Base needs ref_audio (with ref_text) or voice")
     if opts.task_type == "VoiceDesign" and not opts.instructions:
         bad("instructions", "VoiceDesign needs instructions")
-    if opts.instructions is not None and len(opts.instructions) > 500:
-        bad("instructions", f"at most 500 characters (got {len(opts.instructions)})")
+    if opts.instructions is not None and len(opts.instructions) > MAX_INSTRUCTIONS_CHARS:
+        limit = MAX_INSTRUCTIONS_CHARS
+        bad("instructions", f"at most {limit} characters (got {len(opts.instructions)})")
     if opts.ref_audio is not None and not Path(opts.ref_audio).is_file():
         bad("ref_audio", f"no such file: {opts.ref_audio}")
     if opts.ref_audio is not None and Path(opts.ref_audio).is_file():

@@ -9,8 +9,7 @@ import aiohttp
 
 from thetalker.client.options import ProbeError, SampleRateError
 from thetalker.client.receive import _describe
-from thetalker.client.record import error_message
-from thetalker.voice_cli import normalize_base_url
+from thetalker.speech_api import error_message, speech_url
 from thetalker.wavio import WavError, parse_wav_header
 
 __all__ = ["probe_sample_rate"]
@@ -22,7 +21,7 @@ async def probe_sample_rate(
     """The server's rate from the header of one non-streamed `wav` response."""
     probe = {k: v for k, v in body.items() if k not in ("stream", "stream_format")}
     probe["response_format"] = "wav"
-    url = f"{normalize_base_url(base_url)}/v1/audio/speech"
+    url = speech_url(base_url)
     try:
         async with (
             asyncio.timeout(timeout_s),
@@ -30,7 +29,7 @@ async def probe_sample_rate(
         ):
             data = await resp.read()
             if resp.status >= 400:
-                message = error_message(data, resp.status)
+                message = error_message(data, resp.status, resp.content_type)
                 raise ProbeError(f"sample-rate request: HTTP {resp.status}: {message}")
     except TimeoutError:
         raise ProbeError(f"sample-rate request: no answer within {timeout_s:g} s") from None
@@ -39,4 +38,4 @@ async def probe_sample_rate(
     try:
         return parse_wav_header(data, source="sample-rate response").sample_rate
     except WavError as exc:
-        raise SampleRateError(f"{exc} (use --sample-rate N)") from None
+        raise SampleRateError(f"{exc}; give sample_rate explicitly") from None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,36 +10,37 @@ from typing import Any
 from thetalker import metrics
 from thetalker.client.decode import server_chunks, sse_chunks, strip_wav_header
 from thetalker.client.options import BenchOptions
-from thetalker.client.receive import _Exchange, _is_stream_type
+from thetalker.client.receive import _ERROR_BODY_LIMIT, _Exchange, _is_stream_type
 from thetalker.records import error_info
+from thetalker.speech_api import error_message
 from thetalker.wavio import write_wav
 
-__all__ = ["RunContext", "build_record", "error_message"]
-
-
-def error_message(body: bytes, status: int | None) -> str:
-    text = body.decode("utf-8", errors="replace").strip()
-    with contextlib.suppress(ValueError):
-        data = json.loads(text)
-        if isinstance(data, dict):
-            err = data.get("error", data)
-            if isinstance(err, dict) and err.get("message"):
-                return str(err["message"])
-            if isinstance(err, str):
-                return err
-            if data.get("detail"):
-                return str(data["detail"])
-    return text[:300] or f"HTTP {status} with an empty body"
+__all__ = ["RunContext", "build_record"]
 
 
 @dataclass
 class RunContext:
+    """What building a record needs besides the exchange (picklable: it crosses to the
+    writer process and to workers)."""
+
     opts: BenchOptions
     out_dir: Path
-    t_origin: float
+    t_origin: float  # perf_counter at the run's start: perf_counter is system-wide on Linux
     sample_rate: int = 0
     save_dir: Path | None = None
     save_below_index: int | None = None  # save audio of requests with a smaller index only
+
+    @classmethod
+    def for_run(
+        cls, opts: BenchOptions, out_dir: Path, t_origin: float, sample_rate: int = 0
+    ) -> RunContext:
+        """Where audio goes: `save_audio_dir`, only the first `save_audio_count` scored
+        requests by sending order (indices after the warmup's)."""
+        save_dir = Path(opts.save_audio_dir) if opts.save_audio_dir is not None else None
+        below = None
+        if save_dir is not None and opts.save_audio_count is not None:
+            below = opts.warmup + opts.save_audio_count
+        return cls(opts, out_dir, t_origin, sample_rate, save_dir, below)
 
 
 def audio_file(ctx: RunContext, ex: _Exchange) -> Path:
@@ -67,10 +66,11 @@ def build_record(ctx: RunContext, ex: _Exchange) -> dict[str, Any]:
         abs_arrivals, sizes, pcm, wav_failure = strip_wav_header(sizes, abs_arrivals, pcm, rate)
         failure = failure or wav_failure
     if failure is None:
+        limit = _ERROR_BODY_LIMIT  # what the receive loop reads of a non-audio body
         if status is not None and status >= 400:
-            failure = ("http_status", error_message(ex.error_body, status))
+            failure = ("http_status", error_message(ex.error_body, status, ex.content_type, limit))
         elif not _is_stream_type(ex.content_type, opts.stream_format == "sse"):
-            shown = error_message(ex.error_body, status)
+            shown = error_message(ex.error_body, status, ex.content_type, limit)
             failure = ("content_type", f"HTTP {status} {ex.content_type}: {shown}")
         elif not pcm:
             failure = ("empty", "the response carried no audio")

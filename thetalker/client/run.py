@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from thetalker.client.body import BodyEncoder, build_request_body
+from thetalker.client.dispatch import Sender, open_session
 from thetalker.client.options import (
+    BenchError,
     BenchOptions,
     OptionsError,
     SampleRateError,
@@ -20,16 +20,22 @@ from thetalker.client.options import (
     validate_options,
 )
 from thetalker.client.probe import probe_sample_rate
-from thetalker.client.progress import ProgressFn
-from thetalker.client.receive import _connect_trace, _Exchange, _receive
+from thetalker.client.progress import (
+    DEFAULT_INTERVAL_S,
+    ProgressReporter,
+    Tally,
+    point_label,
+    report_every,
+)
+from thetalker.client.receive import _Exchange
 from thetalker.client.record import RunContext
-from thetalker.client.schedule import closed_loop, new_event_loop, open_loop
+from thetalker.client.schedule import arrival_offsets, closed_loop, dispatch, new_event_loop
 from thetalker.client.sinks import open_sink
 from thetalker.client.summary import point_summary
 from thetalker.client.workers import run_workers
 from thetalker.prompts import Prompt, ordered_prompts
 from thetalker.records import write_json
-from thetalker.voice_cli import normalize_base_url, register_voice
+from thetalker.speech_api import SpeechApiError, normalize_base_url, register_voice
 from thetalker.wavio import wav_data_uri
 
 __all__ = ["arun_benchmark", "run_benchmark"]
@@ -39,9 +45,13 @@ async def arun_benchmark(
     opts: BenchOptions,
     prompts: Sequence[Prompt],
     out_dir: str | os.PathLike[str],
-    progress: ProgressFn | None = None,
+    progress: ProgressReporter | None = None,
+    progress_interval_s: float = DEFAULT_INTERVAL_S,
 ) -> dict[str, Any]:
     """Run one load point; write `records.jsonl` (as requests finish) and `summary.json`.
+
+    `progress`, when given, gets a `Progress` of the scored requests every
+    `progress_interval_s` seconds and once when they are all done.
 
     On cancellation the finished requests are already on disk, in-flight ones are written
     as `cancelled`, a summary with `complete: false` is written, and CancelledError goes on.
@@ -49,64 +59,39 @@ async def arun_benchmark(
     validate_options(opts)
     if not prompts:
         raise OptionsError("prompts: no prompts given")
+    if not progress_interval_s > 0:
+        raise OptionsError(f"progress_interval_s: must be > 0 (got {progress_interval_s})")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     base_url = normalize_base_url(opts.base_url)
-    url = f"{base_url}/v1/audio/speech"
     ref_uri = None
     if opts.ref_audio and opts.task_type == "Base" and not opts.register_voice:
         ref_uri = wav_data_uri(opts.ref_audio)
-    encoder = BodyEncoder(opts, ref_uri)
-    sse = opts.stream_format == "sse"
-    ctx = RunContext(opts, out_dir, time.perf_counter())
-    if opts.save_audio_dir is not None:
-        ctx.save_dir = Path(opts.save_audio_dir)
-        if opts.save_audio_count is not None:  # the first N scored, by sending order
-            ctx.save_below_index = opts.warmup + opts.save_audio_count
+    ctx = RunContext.for_run(opts, out_dir, time.perf_counter())
+    if ctx.save_dir is not None:
         ctx.save_dir.mkdir(parents=True, exist_ok=True)
-    is_open_loop = opts.request_rate is not None
-    # Open loop sends on schedule: a pool limit would queue requests and hide the lag.
-    connector = aiohttp.TCPConnector(limit=0 if is_open_loop else opts.concurrency)
-    session = aiohttp.ClientSession(
-        connector=connector,
-        trace_configs=[_connect_trace()],
-        timeout=aiohttp.ClientTimeout(total=None),  # per request, by asyncio.timeout
-    )
+    session = open_session(opts, opts.concurrency)
     sink = open_sink(out_dir / "records.jsonl", ctx)
     rate_source = "explicit" if opts.sample_rate else "auto"
-    scored_total = opts.requests
-    state = {"done": 0, "failed": 0, "in_flight": 0, "max_in_flight": 0}
+    tally = Tally(point_label(opts.concurrency, opts.request_rate), opts.requests)
+
+    def count(ex: _Exchange) -> None:  # scored requests only; the record decides the rest
+        if not ex.warmup:
+            tally.add(not (ex.failure or (ex.status or 0) >= 400))
+
+    send = Sender(session, opts, BodyEncoder(opts, ref_uri), sink, on_done=count)
+    max_in_flight = 0
     complete = False
-
-    async def send(item: tuple[int, Prompt, bool], scheduled: float | None) -> None:
-        index, prompt, warmup = item
-        ex = _Exchange(index, prompt, warmup, scheduled)
-        body = encoder.encode(prompt.text)
-        state["in_flight"] += 1
-        state["max_in_flight"] = max(state["max_in_flight"], state["in_flight"])
-        try:
-            await _receive(session, url, body, opts.timeout_s, sse, ex)
-        except asyncio.CancelledError:
-            ex.failure = ("cancelled", "the run stopped before this request finished")
-            sink.put(ex)
-            raise
-        finally:
-            state["in_flight"] -= 1
-        sink.put(ex)
-        if not warmup:
-            state["done"] += 1
-            if ex.failure or (ex.status or 0) >= 400:
-                state["failed"] += 1
-            if progress is not None:
-                progress(state["done"], scored_total, state["failed"])
-
     try:
         async with session:
             if opts.register_voice:
                 assert opts.ref_audio is not None
-                await register_voice(
-                    session, base_url, opts.register_voice, opts.ref_audio, opts.ref_text
-                )
+                try:
+                    await register_voice(
+                        session, base_url, opts.register_voice, opts.ref_audio, opts.ref_text
+                    )
+                except SpeechApiError as exc:
+                    raise BenchError(str(exc)) from None
             first_body = build_request_body(opts, prompts[0].text, ref_uri)
             if opts.sample_rate is None:
                 ctx.sample_rate = await probe_sample_rate(
@@ -126,18 +111,33 @@ async def arun_benchmark(
             scored = ordered_prompts(prompts, opts.requests, opts.seed)
             items = [(len(warm) + i, p, False) for i, p in enumerate(scored)]
             sink.wait_ready()  # nothing in flight: the warmup is over
-            if effective_workers(opts) > 1:
-                await run_workers(opts, ctx, ref_uri, items, sink, state, progress)
-            elif opts.request_rate is not None:
-                await open_loop(items, opts.request_rate, opts.seed, send)
-            else:
-                await closed_loop(items, opts.concurrency, send)
+            max_in_flight = send.max_in_flight
+            tally.t_start = time.monotonic()
+            reporting = None
+            if progress is not None:
+                reporting = asyncio.create_task(report_every(tally, progress, progress_interval_s))
+            try:
+                if effective_workers(opts) > 1:
+                    spread = await run_workers(opts, ctx, ref_uri, items, sink, tally)
+                    max_in_flight = max(max_in_flight, spread)
+                else:
+                    offsets = None
+                    if opts.request_rate is not None:
+                        offsets = arrival_offsets(len(items), opts.request_rate, opts.seed)
+                    start = time.perf_counter()
+                    await dispatch(items, send, opts.concurrency, offsets, start)
+            finally:
+                if reporting is not None:
+                    reporting.cancel()
+            if progress is not None:
+                progress(tally.snapshot())
             complete = True
     finally:
+        max_in_flight = max(max_in_flight, send.max_in_flight)
         records = sink.close()
         if records or complete:
             summary = point_summary(
-                records, opts, ctx.sample_rate, rate_source, complete, state["max_in_flight"]
+                records, opts, ctx.sample_rate, rate_source, complete, max_in_flight
             )
             write_json(out_dir / "summary.json", summary)
     return summary
@@ -147,9 +147,10 @@ def run_benchmark(
     opts: BenchOptions,
     prompts: Sequence[Prompt],
     out_dir: str | os.PathLike[str],
-    progress: ProgressFn | None = None,
+    progress: ProgressReporter | None = None,
+    progress_interval_s: float = DEFAULT_INTERVAL_S,
 ) -> dict[str, Any]:
     """`arun_benchmark` on a fresh event loop (uvloop when installed). Ctrl-C cancels the
     run cleanly (see arun_benchmark) and then raises KeyboardInterrupt."""
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        return runner.run(arun_benchmark(opts, prompts, out_dir, progress))
+        return runner.run(arun_benchmark(opts, prompts, out_dir, progress, progress_interval_s))

@@ -1,4 +1,10 @@
-"""When requests are sent: closed loop (N in flight) or open loop (seeded Poisson)."""
+"""When requests are sent: closed loop (N in flight) or open loop (seeded Poisson arrivals).
+
+One implementation for the in-process run and the worker processes alike: the open loop's
+schedule is drawn once (`arrival_offsets`) and `dispatch` sends on it from a start time on
+the system-wide `perf_counter` clock, so workers given slices of one schedule send as one
+process would.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +15,14 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from thetalker.prompts import Prompt
 
-__all__ = ["closed_loop", "open_loop", "arrival_offsets", "new_event_loop"]
+__all__ = ["Item", "Send", "closed_loop", "open_loop", "arrival_offsets", "dispatch"]
+
+Item = tuple[int, Prompt, bool]  # (request_index, prompt, warmup)
+Send = Callable[[Item, float | None], Awaitable[None]]  # (item, scheduled perf_counter time)
 
 
-async def closed_loop(
-    items: Sequence[tuple[int, Prompt, bool]],
-    concurrency: int,
-    send: Callable[[tuple[int, Prompt, bool], float | None], Awaitable[None]],
-) -> None:
+async def closed_loop(items: Sequence[Item], concurrency: int, send: Send) -> None:
+    """`concurrency` requests in flight; the next is sent as one finishes."""
     it = iter(items)
 
     async def worker() -> None:
@@ -28,28 +34,9 @@ async def closed_loop(
             group.create_task(worker())
 
 
-async def open_loop(
-    items: Sequence[tuple[int, Prompt, bool]],
-    request_rate: float,
-    seed: int,
-    send: Callable[[tuple[int, Prompt, bool], float | None], Awaitable[None]],
-) -> None:
-    """Poisson arrivals on one clock: the first at once, then exponential gaps."""
-    rng = random.Random(f"thetalker.arrivals:{seed}")
-    t0 = time.perf_counter()
-    offset = 0.0
-    async with asyncio.TaskGroup() as group:
-        for item in items:
-            due = t0 + offset
-            # A loop's timer may wake a little early; never send before the schedule.
-            while (wait := due - time.perf_counter()) > 0:
-                await asyncio.sleep(wait)
-            group.create_task(send(item, due))
-            offset += rng.expovariate(request_rate)
-
-
 def arrival_offsets(n: int, request_rate: float, seed: int) -> list[float]:
-    """The open loop's Poisson schedule, drawn exactly as `open_loop` draws it."""
+    """The open loop's Poisson schedule, seconds from its start: the first at once, then
+    exponential gaps drawn from the seed (the only place they are drawn)."""
     rng = random.Random(f"thetalker.arrivals:{seed}")
     offsets: list[float] = []
     offset = 0.0
@@ -57,6 +44,38 @@ def arrival_offsets(n: int, request_rate: float, seed: int) -> list[float]:
         offsets.append(offset)
         offset += rng.expovariate(request_rate)
     return offsets
+
+
+async def _sleep_until(due: float) -> None:
+    # A loop's timer may wake a little early; never go before the time.
+    while (wait := due - time.perf_counter()) > 0:
+        await asyncio.sleep(wait)
+
+
+async def open_loop(
+    items: Sequence[Item], offsets: Sequence[float], start: float, send: Send
+) -> None:
+    """Send item i at `start + offsets[i]` whether or not earlier ones finished."""
+    async with asyncio.TaskGroup() as group:
+        for item, offset in zip(items, offsets, strict=True):
+            due = start + offset
+            await _sleep_until(due)
+            group.create_task(send(item, due))
+
+
+async def dispatch(
+    items: Sequence[Item],
+    send: Send,
+    concurrency: int,
+    offsets: Sequence[float] | None,
+    start: float,
+) -> None:
+    """The scored requests from `start` on: open loop when `offsets` are given, else closed."""
+    if offsets is not None:
+        await open_loop(items, offsets, start, send)
+    else:
+        await _sleep_until(start)
+        await closed_loop(items, concurrency, send)
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

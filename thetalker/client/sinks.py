@@ -6,13 +6,13 @@ import contextlib
 import multiprocessing
 import os
 import queue
-import signal
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from thetalker.client.child import ParentWatch
 from thetalker.client.options import BenchError, effective_workers
 from thetalker.client.receive import _describe, _Exchange
 from thetalker.client.record import RunContext, build_record
@@ -171,10 +171,9 @@ class ProcessSink:
 
 def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
     """The record writer process: exchanges in, fsynced JSONL lines out, until None."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it, after its records
+    watch = ParentWatch()  # the parent stops it, after its records
     with contextlib.suppress(OSError):
         os.nice(10)
-    parent = os.getppid()
     done.put(("ready",))
     error: str | None = None
     ctx: RunContext | None = None
@@ -183,7 +182,7 @@ def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
             try:
                 item = inbox.get(timeout=1.0)
             except queue.Empty:
-                if os.getppid() != parent:  # the parent was killed outright
+                if not watch.parent_alive():  # the parent was killed outright
                     break
                 continue
             if item is None:

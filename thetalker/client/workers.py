@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
-import os
 import queue
 import signal
 import time
@@ -18,63 +17,63 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from thetalker.client.body import BodyEncoder
+from thetalker.client.child import ParentWatch
+from thetalker.client.dispatch import Sender, open_session
 from thetalker.client.options import BenchError, BenchOptions, effective_workers
-from thetalker.client.progress import ProgressFn
-from thetalker.client.receive import _connect_trace, _describe, _Exchange, _receive
+from thetalker.client.progress import Tally
+from thetalker.client.receive import _describe
 from thetalker.client.record import RunContext
-from thetalker.client.schedule import arrival_offsets, closed_loop, new_event_loop
-from thetalker.client.sinks import ThreadSink
-from thetalker.prompts import Prompt
-from thetalker.voice_cli import normalize_base_url
+from thetalker.client.schedule import Item, arrival_offsets, dispatch, new_event_loop
+from thetalker.client.sinks import RecordSink, ThreadSink
 
-__all__ = ["WorkerPlan", "split_items", "max_overlap", "run_workers"]
+__all__ = ["Share", "WorkerPlan", "split_items", "max_overlap", "run_workers"]
+
+
+@dataclass(frozen=True)
+class Share:
+    """One worker's part of the scored requests, in sending order."""
+
+    items: tuple[Item, ...]
+    offsets: tuple[float, ...] | None  # open loop: each one's slot in the one schedule
+    concurrency: int  # closed loop: this worker's share of the streams
 
 
 @dataclass(frozen=True)
 class WorkerPlan:
-    """What one worker process runs: its share of the scored requests, in sending order."""
+    """What one worker process runs."""
 
     worker_id: int
     opts: BenchOptions
     out_dir: str
     t_origin: float  # the parent's clock origin: perf_counter is system-wide on Linux
     sample_rate: int
-    save_below_index: int | None
     ref_uri: str | None
-    items: tuple[tuple[int, Prompt, float | None], ...]  # (request_index, prompt, due offset)
-    concurrency: int  # closed loop: this worker's share of the streams
+    share: Share
 
 
-def split_items(
-    items: Sequence[tuple[int, Prompt, bool]], opts: BenchOptions, k: int
-) -> list[tuple[list[tuple[int, Prompt, float | None]], int]]:
-    """Per worker: (its requests, its concurrency). Request i goes to worker i mod k, so
-    each queue keeps the seeded order; open loop: the schedule is computed once, here."""
+def split_items(items: Sequence[Item], opts: BenchOptions, k: int) -> list[Share]:
+    """Request i goes to worker i mod k, so each queue keeps the seeded order; open loop:
+    the schedule is drawn once, here, and each worker sends its slots of it."""
+    offsets = None
     if opts.request_rate is not None:
-        offsets: list[float | None] = list(
-            arrival_offsets(len(items), opts.request_rate, opts.seed)
-        )
-    else:
-        offsets = [None] * len(items)
-    plans = []
+        offsets = arrival_offsets(len(items), opts.request_rate, opts.seed)
+    shares = []
     for w in range(k):
-        share = opts.concurrency // k + (1 if w < opts.concurrency % k else 0)
-        mine = [(i, p, o) for (i, p, _), o in zip(items[w::k], offsets[w::k], strict=True)]
-        plans.append((mine, share))
-    return plans
+        streams = opts.concurrency // k + (1 if w < opts.concurrency % k else 0)
+        mine = offsets[w::k] if offsets is not None else None
+        shares.append(Share(tuple(items[w::k]), None if mine is None else tuple(mine), streams))
+    return shares
 
 
 def _worker_main(plan: WorkerPlan, results: Any, go: Any, t_go: Any) -> None:
     """A worker process (spawned): run its share, send each record back to the parent."""
-    # A terminal's Ctrl-C reaches the whole process group: the parent alone decides and
-    # stops the workers with SIGTERM, so their in-flight requests are recorded as cancelled.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The parent stops the workers with SIGTERM, so their in-flight requests are recorded
+    # as cancelled.
+    watch = ParentWatch()
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
-            runner.run(_worker_run(plan, results, go, t_go))
+            runner.run(_worker_run(plan, watch, results, go, t_go))
     except asyncio.CancelledError:
         pass
     except BaseException as exc:  # reported by the parent, which stops the run
@@ -83,62 +82,24 @@ def _worker_main(plan: WorkerPlan, results: Any, go: Any, t_go: Any) -> None:
         results.put(("done", plan.worker_id, None))
 
 
-async def _worker_run(plan: WorkerPlan, results: Any, go: Any, t_go: Any) -> None:
-    opts = plan.opts
+async def _worker_run(
+    plan: WorkerPlan, watch: ParentWatch, results: Any, go: Any, t_go: Any
+) -> None:
+    opts, share = plan.opts, plan.share
     main = asyncio.current_task()
     assert main is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
-    parent = os.getppid()
-
-    async def watch_parent() -> None:  # a parent killed outright leaves no orphan sending
-        while os.getppid() == parent:
-            await asyncio.sleep(0.5)
-        main.cancel()
-
-    watchdog = asyncio.create_task(watch_parent())
-    save_dir = Path(opts.save_audio_dir) if opts.save_audio_dir is not None else None
-    ctx = RunContext(
-        opts, Path(plan.out_dir), plan.t_origin, plan.sample_rate, save_dir, plan.save_below_index
-    )
+    watchdog = asyncio.create_task(watch.cancel_when_gone(main))
+    ctx = RunContext.for_run(opts, Path(plan.out_dir), plan.t_origin, plan.sample_rate)
     sink = ThreadSink(None, ctx, forward=lambda r: results.put(("record", plan.worker_id, r)))
-    encoder = BodyEncoder(opts, plan.ref_uri)
-    url = f"{normalize_base_url(opts.base_url)}/v1/audio/speech"
-    sse = opts.stream_format == "sse"
-    open_loop = opts.request_rate is not None
-    session = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=0 if open_loop else plan.concurrency),
-        trace_configs=[_connect_trace()],
-        timeout=aiohttp.ClientTimeout(total=None),
-    )
-
-    async def send(item: tuple[int, Prompt, bool], scheduled: float | None) -> None:
-        ex = _Exchange(item[0], item[1], False, scheduled)
-        try:
-            await _receive(session, url, encoder.encode(item[1].text), opts.timeout_s, sse, ex)
-        except asyncio.CancelledError:
-            ex.failure = ("cancelled", "the run stopped before this request finished")
-            sink.put(ex)
-            raise
-        sink.put(ex)
-
+    session = open_session(opts, share.concurrency)
+    send = Sender(session, opts, BodyEncoder(opts, plan.ref_uri), sink)
     try:
         async with session:
             results.put(("ready", plan.worker_id, None))
             while not go.is_set():
                 await asyncio.sleep(0.002)
-            start = t_go.value
-            if open_loop:
-                async with asyncio.TaskGroup() as group:
-                    for index, prompt, offset in plan.items:
-                        due = start + (offset or 0.0)
-                        while (wait := due - time.perf_counter()) > 0:
-                            await asyncio.sleep(wait)
-                        group.create_task(send((index, prompt, False), due))
-            else:
-                while (wait := start - time.perf_counter()) > 0:
-                    await asyncio.sleep(wait)
-                mine = [(i, p, False) for i, p, _ in plan.items]
-                await closed_loop(mine, plan.concurrency, send)
+            await dispatch(share.items, send, share.concurrency, share.offsets, t_go.value)
     finally:
         watchdog.cancel()
         sink.close()
@@ -158,25 +119,22 @@ async def run_workers(
     opts: BenchOptions,
     ctx: RunContext,
     ref_uri: str | None,
-    items: Sequence[tuple[int, Prompt, bool]],
-    sink: ThreadSink,
-    state: dict[str, int],
-    progress: ProgressFn | None,
-) -> None:
+    items: Sequence[Item],
+    sink: RecordSink,
+    tally: Tally,
+) -> int:
     """The scored requests over `opts.workers` processes; their records come back here and
     go through the run's one sink (one records.jsonl, fsynced). Cancellation (Ctrl-C,
-    SIGTERM) stops every worker, keeps their records, and goes on."""
+    SIGTERM) stops every worker, keeps their records, and goes on. Returns the most
+    requests that were in flight at once."""
     mp = multiprocessing.get_context("spawn")  # no fork of a process with threads and a loop
     results = mp.Queue()
     go = mp.Event()
     t_go = mp.RawValue("d", 0.0)
     k = effective_workers(opts)
     procs = []
-    for w, (mine, share) in enumerate(split_items(items, opts, k)):
-        plan = WorkerPlan(
-            w, opts, str(ctx.out_dir), ctx.t_origin, ctx.sample_rate, ctx.save_below_index,
-            ref_uri, tuple(mine), share,
-        )  # fmt: skip
+    for w, share in enumerate(split_items(items, opts, k)):
+        plan = WorkerPlan(w, opts, str(ctx.out_dir), ctx.t_origin, ctx.sample_rate, ref_uri, share)
         procs.append(
             mp.Process(
                 target=_worker_main,
@@ -200,10 +158,7 @@ async def run_workers(
             elif kind == "record":
                 sink.put(payload)
                 spans.append((payload["t_submit_s"], payload["t_submit_s"] + payload["wall_s"]))
-                state["done"] += 1
-                state["failed"] += not payload["ok"]
-                if progress is not None:
-                    progress(state["done"], opts.requests, state["failed"])
+                tally.add(payload["ok"])
             elif kind == "error":
                 errors.append(f"worker {wid}: {payload}")
             else:
@@ -256,6 +211,6 @@ async def run_workers(
         drain()
         results.close()
         results.join_thread()
-        state["max_in_flight"] = max(state["max_in_flight"], max_overlap(spans))
     if errors:
         raise BenchError("; ".join(errors))
+    return max_overlap(spans)

@@ -1,0 +1,73 @@
+"""Sending one request: the run's HTTP session and the `send` used by every schedule.
+
+The in-process run and each worker process open one session (`open_session`) and one
+`Sender`; the sender encodes the body, runs the receive loop, and hands the exchange to the
+run's record sink, also when the run is cancelled mid-request (recorded as `cancelled`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import aiohttp
+
+from thetalker.client.body import BodyEncoder
+from thetalker.client.options import BenchOptions
+from thetalker.client.receive import _connect_trace, _Exchange, _receive
+from thetalker.client.schedule import Item
+from thetalker.client.sinks import RecordSink
+from thetalker.speech_api import speech_url
+
+__all__ = ["open_session", "Sender"]
+
+
+def open_session(opts: BenchOptions, streams: int) -> aiohttp.ClientSession:
+    """Keep-alive, its pool sized to the streams; a timeout per request, not per session."""
+    # Open loop sends on schedule: a pool limit would queue requests and hide the lag.
+    limit = 0 if opts.request_rate is not None else streams
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=limit),
+        trace_configs=[_connect_trace()],
+        timeout=aiohttp.ClientTimeout(total=None),  # per request, by asyncio.timeout
+    )
+
+
+class Sender:
+    """`await sender(item, scheduled)` sends one request; counts what is in flight."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        opts: BenchOptions,
+        encoder: BodyEncoder,
+        sink: RecordSink,
+        on_done: Callable[[_Exchange], None] | None = None,
+    ) -> None:
+        self._session = session
+        self._url = speech_url(opts.base_url)
+        self._timeout_s = opts.timeout_s
+        self._sse = opts.stream_format == "sse"
+        self._encoder = encoder
+        self._sink = sink
+        self._on_done = on_done
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    async def __call__(self, item: Item, scheduled: float | None) -> None:
+        index, prompt, warmup = item
+        ex = _Exchange(index, prompt, warmup, scheduled)
+        body = self._encoder.encode(prompt.text)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await _receive(self._session, self._url, body, self._timeout_s, self._sse, ex)
+        except asyncio.CancelledError:
+            ex.failure = ("cancelled", "the run stopped before this request finished")
+            self._sink.put(ex)
+            raise
+        finally:
+            self.in_flight -= 1
+        self._sink.put(ex)
+        if self._on_done is not None:
+            self._on_done(ex)
