@@ -7,15 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from thetalker import metrics
 from thetalker.metrics import point_cost, summarize_point
 from thetalker.records import RECORD_FIELDS, append_record
+from thetalker.report import capacity as report_capacity
 from thetalker.report import figures, points, tables
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def make_record(i: int, *, ok: bool = True, continuous: bool = True, warmup: bool = False):
-    """A record whose figures are set by hand (2 s of audio in 0.5 s of wall clock)."""
+    """A record whose figures are set by hand (2 s of audio in 0.5 s of wall clock); a
+    discontinuous one fell 0.15 s behind (i odd below 3) or 0.4 s (otherwise)."""
     record = {field: None for field in RECORD_FIELDS}
     record.update(
         request_index=i,
@@ -36,7 +39,7 @@ def make_record(i: int, *, ok: bool = True, continuous: bool = True, warmup: boo
         chunk_bytes=[44100, 44100] if ok else [],
         audio_s=2.0 if ok else 0.0,
         sample_rate=22050,
-        max_underrun_s=0.0 if continuous else 0.4,
+        max_underrun_s=0.0 if continuous else (0.15 if i < 3 else 0.4),
         underrun_events=0 if continuous else 1,
         continuity_ok=ok and continuous,
         stalls=0 if continuous else 1,
@@ -71,7 +74,7 @@ def runs(tmp_path: Path) -> dict[tuple[str, str, int], list[dict]]:
 
 def _points_csv(tmp_path: Path) -> Path:
     out = tmp_path / "points.csv"
-    paths = sorted((tmp_path / "runs").glob("*/*/c*/records.jsonl"))
+    paths = sorted((tmp_path / "runs").rglob("records.jsonl"))
     assert points.main(["--out", str(out), *map(str, paths)]) == 0
     return out
 
@@ -97,29 +100,138 @@ def test_point_key_rejects_a_path_outside_the_layout(tmp_path):
         points.point_key(tmp_path / "records.jsonl")
 
 
-def test_tables_hold_the_recomputed_numbers(tmp_path, runs):
-    out = _points_csv(tmp_path)
+def _tables(tmp_path: Path, out: Path) -> dict[str, Path]:
     md = {name: tmp_path / f"{name}.md" for name in ("throughput", "continuity", "ttfa", "cost")}
     argv = ["--points", str(out), "--models", "m", "--systems", "a", "b", "--headline", "2"]
     argv += ["--ratio", "a", "b", "--gpu-hour-usd", "2.99"]
     for name, path in md.items():
         argv += [f"--{name}", str(path)]
     assert tables.main(argv) == 0
+    return md
 
-    a2 = summarize_point(runs[("a", "m", 2)], 2)
-    b2 = summarize_point(runs[("b", "m", 2)], 2)
+
+def test_tables_hold_the_recomputed_numbers(tmp_path, runs):
+    md = _tables(tmp_path, _points_csv(tmp_path))
+    a2, b2 = runs[("a", "m", 2)], runs[("b", "m", 2)]
+    # Every figure and interval recomputed here from the records alone.
+    ra, rb = metrics.rtfx_bootstrap(a2), metrics.rtfx_bootstrap(b2)
+    ratio = metrics.rtfx_ratio_interval([a2], [b2])
+    assert ra.value == pytest.approx(summarize_point(a2)["rtfx"])
     throughput = md["throughput"].read_text()
-    assert f"| m | {a2['rtfx']:.1f} | {b2['rtfx']:.1f} | {a2['rtfx'] / b2['rtfx']:.2f}x |" in (
-        throughput
+    ratio_cell = f"{ratio.value:.2f}x [{ratio.low:.2f}, {ratio.high:.2f}]"
+    ratio_cell += "" if ratio.excludes(1.0) else " †"
+    row = (
+        f"| m | {ra.value:.1f} ± {ra.half_width:.1f} | {rb.value:.1f} ± {rb.half_width:.1f} "
+        f"(1/6 failed) | {ratio_cell} |"
     )
+    assert row in throughput
     continuity = md["continuity"].read_text()
-    # b at c2: 3 of 6 scored requests continuous (one failed): 50.0%.
-    assert "| m | b | 100.0 | 50.0 (1 failed) |" in continuity
+    # b at c2: 3 of 6 scored requests continuous (one failed): 50.0%, Wilson [18.8, 81.2].
+    w = metrics.wilson_pct(3, 6)
+    assert f"| m | b | 100.0 [{metrics.wilson_pct(4, 4).low:.1f}, 100.0] | " in continuity
+    assert f"50.0 [{w.low:.1f}, {w.high:.1f}] (1/6 failed) |" in continuity
+    assert round(w.low, 1) == 18.8
+    # the thresholds table: b at c2, the two underruns (0.15 s and 0.4 s) against 50/100/200 ms
+    at = [metrics.continuity_interval(b2, t) for t in (0.05, 0.1, 0.2)]
+    assert [c.value for c in at] == pytest.approx([50.0, 50.0, 100 * 4 / 6])
+    cells = " | ".join(f"{c.value:.1f} [{c.low:.1f}, {c.high:.1f}]" for c in at)
+    assert f"| m | b | c2 | {cells} | 1/6 |" in continuity
     ttfa = md["ttfa"].read_text()
-    assert f"{a2['ttfa_s']['p50']:.3f} / {a2['ttfa_audible_s']['p50']:.3f}" in ttfa
+    ok = [r for r in a2 if r["ok"] and not r["warmup"]]
+    p50 = metrics.percentile_interval([r["ttfa_s"] for r in ok], 50)
+    perceived = metrics.percentile_interval([metrics.perceived_first_audio_s(r) for r in ok], 90)
+    assert f"| m | a | c2 | {p50.value:.3f} [{p50.low:.3f}, {p50.high:.3f}] |" in ttfa
+    assert f"{perceived.value:.3f} [{perceived.low:.3f}, {perceived.high:.3f}] | 0/6 |" in ttfa
     cost = md["cost"].read_text()
     # a is priced; b at 50% continuity is not.
-    assert f"| m | {point_cost(a2, 2.99):.2f} | n/a |" in cost
+    assert f"| m | {point_cost(summarize_point(a2), 2.99):.2f} | n/a (1/6 failed) |" in cost
+
+
+def test_every_table_has_a_csv_with_the_same_numbers(tmp_path, runs):
+    md = _tables(tmp_path, _points_csv(tmp_path))
+    for path in md.values():
+        assert path.with_suffix(".csv").is_file(), path
+    throughput = list(csv.DictReader(md["throughput"].with_suffix(".csv").open()))
+    ra = metrics.rtfx_bootstrap(runs[("a", "m", 2)])
+    assert float(throughput[0]["a_rtfx"]) == pytest.approx(ra.value)
+    assert float(throughput[0]["a_rtfx_low"]) == pytest.approx(ra.low)
+    assert throughput[0]["a_rtfx_method"] == "bootstrap"
+    assert int(float(throughput[0]["b_n_failed"])) == 1
+    thresholds = list(csv.DictReader((tmp_path / "continuity_thresholds.csv").open()))
+    b2 = next(r for r in thresholds if r["system"] == "b" and r["point"] == "c2")
+    assert float(b2["continuity_pct_0.2s"]) == pytest.approx(100 * 4 / 6)
+
+
+def test_a_ratio_within_noise_is_marked(tmp_path):
+    # a and b identical: the ratio is 1.00x and its interval holds 1.0
+    for system in ("a", "b"):
+        recs = [make_record(i, continuous=True) for i in range(6)]
+        for i, r in enumerate(recs):
+            r["audio_s"] = 1.5 + 0.2 * i
+        write_point(tmp_path, system, "m", 2, recs)
+    md = _tables(tmp_path, _points_csv(tmp_path))
+    line = next(x for x in md["throughput"].read_text().splitlines() if x.startswith("| m |"))
+    assert "1.00x [" in line and line.endswith("† |")
+
+
+def test_repeats_give_the_rounds_interval_and_a_paired_ratio(tmp_path):
+    rounds = {"a": [2.0, 2.2, 2.1], "b": [1.0, 1.05, 1.0]}
+    for system, audio in rounds.items():
+        for k, seconds in enumerate(audio, start=1):
+            path = tmp_path / "runs" / system / "m" / "c2" / f"round{k}" / "records.jsonl"
+            path.parent.mkdir(parents=True)
+            with path.open("w", encoding="utf-8") as fh:
+                for i in range(4):
+                    append_record(fh, {**make_record(i), "audio_s": seconds})
+    out = _points_csv(tmp_path)
+    rows = {r["system"]: r for r in csv.DictReader(out.open())}
+    assert rows["a"]["rtfx_method"] == "repeats-t" and rows["a"]["rounds"] == "3"
+    # each round: 4 x seconds of audio in the window 0.0 .. 0.3 + 0.5 = 0.8 s
+    expected = metrics.repeats_interval([4 * s / 0.8 for s in rounds["a"]])
+    assert float(rows["a"]["rtfx"]) == pytest.approx(expected.value)
+    assert float(rows["a"]["rtfx_low"]) == pytest.approx(expected.low)
+    md = _tables(tmp_path, out)
+    paired = metrics.paired_interval(
+        [4 * s / 0.8 for s in rounds["a"]], [4 * s / 0.8 for s in rounds["b"]], ratio=True
+    )
+    assert (
+        f"{paired.value:.2f}x [{paired.low:.2f}, {paired.high:.2f}]" in md["throughput"].read_text()
+    )
+
+
+def test_open_loop_points_get_their_own_columns(tmp_path):
+    write_point(tmp_path, "a", "m", 1, [make_record(i) for i in range(3)])
+    path = tmp_path / "runs" / "a" / "m" / "r0.5" / "records.jsonl"
+    path.parent.mkdir(parents=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(3):
+            append_record(fh, make_record(i))
+    rows = list(csv.DictReader(_points_csv(tmp_path).open()))
+    assert {r["point"] for r in rows} == {"c1", "r0.5"}
+    assert next(r for r in rows if r["point"] == "r0.5")["request_rate"] == "0.5"
+    points_df = tables.load_points(tmp_path / "points.csv")
+    assert tables.point_labels(points_df) == ["c1", "r0.5"]
+    assert "| m | a | 100.0 [" in tables.continuity_table(points_df, ["m"], ["a"])
+
+
+def test_capacity_table_and_figure(tmp_path, runs):
+    out = _points_csv(tmp_path)
+    table, figure = tmp_path / "capacity.md", tmp_path / "capacity.png"
+    argv = ["--points", str(out), "--models", "m", "--systems", "a", "b", "--headline", "2"]
+    argv += ["--table", str(table), "--figure", str(figure), "--grid", "1", "2"]
+    assert report_capacity.main(argv) == 0
+    text = table.read_text()
+    # a holds 95% at both points: at least 2; b falls to 50% at c2: 1 stream.
+    a2, b1 = summarize_point(runs[("a", "m", 2)]), summarize_point(runs[("b", "m", 1)])
+    cost_a2 = f"{point_cost(a2, 2.99):.2f}"
+    assert "| m | a | at least 2 |" in text and f"| {cost_a2} | {cost_a2} |" in text
+    assert "| m | b | 1 |" in text and f"| {point_cost(b1, 2.99):.2f} | n/a |" in text
+    rows = list(csv.DictReader(table.with_suffix(".csv").open()))
+    assert [r["verdict"] for r in rows] == ["at_least", "found"]
+    assert figure.read_bytes()[:8] == PNG_MAGIC
+    # a TTFA limit below every point's p90: never
+    assert report_capacity.main([*argv, "--ttfa-slo-s", "0.001"]) == 0
+    assert "| m | a | never (fails at 1) |" in table.read_text()
 
 
 def test_tables_name_a_missing_column(tmp_path):
@@ -131,7 +243,8 @@ def test_tables_name_a_missing_column(tmp_path):
 
 def test_figures_are_png_files(tmp_path, runs):
     out = _points_csv(tmp_path)
-    png = {name: tmp_path / f"{name}.png" for name in ("throughput", "continuity", "ttfa", "cost")}
+    names = ("throughput", "continuity", "ttfa", "cost", "continuity-thresholds", "perceived")
+    png = {name: tmp_path / f"{name}.png" for name in names}
     argv = ["--points", str(out), "--models", "m", "--systems", "a", "b", "--headline", "2"]
     for name, path in png.items():
         argv += [f"--{name}", str(path)]

@@ -2,12 +2,16 @@
 
 One function per figure: throughput bars by system at the headline concurrency, continuity
 against concurrency, TTFA p50 against concurrency on log axes (hollow markers where
-continuity is under the threshold), and cost bars sorted by price. They read the point
-summaries; the price is `thetalker.metrics.point_cost`.
+continuity is under the threshold), cost bars sorted by price, continuity at each threshold
+of points.csv (one panel per threshold), and perceived first audio (p50 and p90 of first
+byte plus the gapless prebuffer) against concurrency. Error bars are the 95% intervals
+points.csv holds (RTFx: repeats or bootstrap; continuity: Wilson; TTFA: bootstrap). They
+read the point summaries; the price is `thetalker.metrics.point_cost`. Closed-loop points
+only: the x axis is concurrency.
 
     python -m thetalker.report.figures --points results/points.csv --models M... \
         --systems S... --headline 32 --throughput T.png --continuity C.png --ttfa F.png \
-        --cost P.png
+        --cost P.png [--continuity-thresholds CT.png] [--perceived PF.png]
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FormatStrFormatter  # noqa: E402
 
+from thetalker.report.points import threshold_column  # noqa: E402
 from thetalker.report.tables import (  # noqa: E402
     concurrency_levels,
     load_points_or_report,
     point_cost_at,
     point_summary,
-    point_value,
     report_parser,
+    thresholds_of,
 )
 
 __all__ = [
@@ -39,6 +44,8 @@ __all__ = [
     "continuity_figure",
     "ttfa_figure",
     "cost_figure",
+    "continuity_thresholds_figure",
+    "perceived_figure",
     "main",
 ]
 
@@ -53,6 +60,31 @@ def _save(fig: plt.Figure, out: Path) -> None:
     plt.close(fig)
 
 
+def _yerr(summaries: Sequence[dict | None], column: str) -> tuple[list[float], np.ndarray]:
+    """Values of `column` (0 where missing) and matplotlib's asymmetric error bars from
+    `column_low` / `column_high` (0 where there is no interval)."""
+    values, below, above = [], [], []
+    for s in summaries:
+        value = (s or {}).get(column)
+        low, high = (s or {}).get(f"{column}_low"), (s or {}).get(f"{column}_high")
+        values.append(value or 0.0)
+        ok = value is not None and low is not None and high is not None
+        below.append(max(0.0, value - low) if ok else 0.0)
+        above.append(max(0.0, high - value) if ok else 0.0)
+    return values, np.array([below, above])
+
+
+def _series(
+    points: pd.DataFrame, model: str, system: str, column: str
+) -> tuple[list[int], list[float], np.ndarray]:
+    """(concurrency, value, error bars) of one (model, system) where `column` has a value."""
+    levels = concurrency_levels(points)
+    found = [(c, point_summary(points, model, system, c)) for c in levels]
+    found = [(c, s) for c, s in found if s is not None and s.get(column) is not None]
+    values, err = _yerr([s for _, s in found], column)
+    return [c for c, _ in found], values, err
+
+
 def throughput_figure(
     points: pd.DataFrame, models: Sequence[str], systems: Sequence[str], headline: int, out: Path
 ) -> None:
@@ -60,10 +92,12 @@ def throughput_figure(
     x = np.arange(len(models))
     width = 0.8 / max(1, len(systems))
     for i, system in enumerate(systems):
-        values = [point_value(points, m, system, headline, "rtfx") or 0.0 for m in models]
-        ax.bar(x + (i - (len(systems) - 1) / 2) * width, values, width, label=system)
+        summaries = [point_summary(points, m, system, headline) for m in models]
+        values, err = _yerr(summaries, "rtfx")
+        offset = x + (i - (len(systems) - 1) / 2) * width
+        ax.bar(offset, values, width, yerr=err, capsize=3, label=system)
     ax.set_xticks(x, list(models))
-    ax.set_ylabel("RTFx (audio s per wall s)")
+    ax.set_ylabel("RTFx (audio s per wall s), 95% interval")
     ax.set_title(f"Throughput at concurrency {headline}")
     ax.legend()
     _save(fig, out)
@@ -76,15 +110,15 @@ def continuity_figure(
     levels = concurrency_levels(points)
     for model in models:
         for system in systems:
-            ys = [point_value(points, model, system, c, "continuity_pct") for c in levels]
-            xs = [c for c, y in zip(levels, ys, strict=True) if y is not None]
-            ax.plot(xs, [y for y in ys if y is not None], marker="o", label=f"{model} {system}")
+            xs, ys, err = _series(points, model, system, "continuity_pct")
+            if xs:
+                ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=f"{model} {system}")
     ax.set_xscale("log", base=2)
     ax.set_xticks(levels, [str(c) for c in levels])
     ax.set_ylim(0, 105)
     ax.set_xlabel("concurrency")
     ax.set_ylabel("continuous streams (%)")
-    ax.set_title("Stream continuity")
+    ax.set_title("Stream continuity (95% Wilson interval)")
     ax.legend(fontsize="small")
     _save(fig, out)
 
@@ -110,8 +144,9 @@ def ttfa_figure(
                 continuous.append((summary.get("continuity_pct") or 0.0) >= min_continuity_pct)
             if not xs:
                 continue
-            (line,) = ax.plot(xs, ys, label=f"{model} {system}")
-            colour = line.get_color()
+            _, _, err = _series(points, model, system, "ttfa_s_p50")
+            bars = ax.errorbar(xs, ys, yerr=err, capsize=3, label=f"{model} {system}")
+            colour = bars.lines[0].get_color()
             # Filled where streams were continuous enough, hollow where they were not.
             for x, y, ok in zip(xs, ys, continuous, strict=True):
                 ax.plot(x, y, "o", color=colour, markerfacecolor=colour if ok else "none")
@@ -152,8 +187,65 @@ def cost_figure(
     _save(fig, out)
 
 
+def continuity_thresholds_figure(
+    points: pd.DataFrame, models: Sequence[str], systems: Sequence[str], out: Path
+) -> None:
+    """One panel per threshold of points.csv: continuity against concurrency."""
+    thresholds = thresholds_of(points) or [0.1]
+    levels = concurrency_levels(points)
+    fig, axes = plt.subplots(
+        1, len(thresholds), figsize=(FIGSIZE[0] * 1.4, FIGSIZE[1]), sharey=True, squeeze=False
+    )
+    for ax, t in zip(axes[0], thresholds, strict=True):
+        column = threshold_column(t) if threshold_column(t) in points.columns else "continuity_pct"
+        for model in models:
+            for system in systems:
+                xs, ys, err = _series(points, model, system, column)
+                if xs:
+                    ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=f"{model} {system}")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(levels, [str(c) for c in levels])
+        ax.set_ylim(0, 105)
+        ax.set_xlabel("concurrency")
+        ax.set_title(f"gap <= {t * 1000:g} ms")
+    axes[0][0].set_ylabel("continuous streams (%)")
+    axes[0][-1].legend(fontsize="small")
+    fig.suptitle("Continuity at several thresholds (95% Wilson interval)")
+    _save(fig, out)
+
+
+def perceived_figure(
+    points: pd.DataFrame, models: Sequence[str], systems: Sequence[str], out: Path
+) -> None:
+    """Perceived first audio (first byte + gapless prebuffer) p50 (solid) and p90 (dashed),
+    with the first byte p50 (dotted) for reference."""
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    levels = concurrency_levels(points)
+    for model in models:
+        for system in systems:
+            xs, ys, err = _series(points, model, system, "perceived_first_audio_s_p50")
+            if not xs:
+                continue
+            bars = ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=f"{model} {system}")
+            colour = bars.lines[0].get_color()
+            x90, y90, e90 = _series(points, model, system, "perceived_first_audio_s_p90")
+            ax.errorbar(x90, y90, yerr=e90, marker="s", capsize=3, linestyle="--", color=colour)
+            x1, y1, _ = _series(points, model, system, "ttfa_s_p50")
+            ax.plot(x1, y1, linestyle=":", color=colour)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(levels, [str(c) for c in levels])
+    ax.set_xlabel("concurrency")
+    ax.set_ylabel("seconds")
+    ax.set_title("Perceived first audio: p50 solid, p90 dashed; first byte p50 dotted")
+    ax.legend(fontsize="small")
+    _save(fig, out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = report_parser("python -m thetalker.report.figures", __doc__, ".png").parse_args(argv)
+    parser = report_parser("python -m thetalker.report.figures", __doc__, ".png")
+    parser.add_argument("--continuity-thresholds", type=Path, help="continuity_thresholds.png")
+    parser.add_argument("--perceived", type=Path, help="perceived_first_audio.png")
+    args = parser.parse_args(argv)
     points = load_points_or_report(args.points)
     if points is None:
         return 1
@@ -169,7 +261,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.min_continuity_pct,
         args.cost,
     )
-    for path in (args.throughput, args.continuity, args.ttfa, args.cost):
+    written = [args.throughput, args.continuity, args.ttfa, args.cost]
+    if args.continuity_thresholds:
+        continuity_thresholds_figure(points, args.models, args.systems, args.continuity_thresholds)
+        written.append(args.continuity_thresholds)
+    if args.perceived:
+        perceived_figure(points, args.models, args.systems, args.perceived)
+        written.append(args.perceived)
+    for path in written:
         print(f"wrote {path}")
     return 0
 

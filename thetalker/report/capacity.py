@@ -1,0 +1,239 @@
+"""capacity.md and capacity.png: how many streams each (system, model) holds.
+
+From results/points.csv (records alone): each point holds the service level or not
+(`thetalker.capacity.ServiceLevel`: continuity at or above `report.min_continuity_pct`,
+and TTFA p90 at or below `report.ttfa_slo_s` when set); the capacity is
+`thetalker.capacity.find_capacity` over the closed-loop points (streams) and, where there
+are open-loop points, over those (requests per second). Points the bisection added (off
+`--grid`) count like any other and are drawn hollow. Beside the capacity: continuity and
+TTFA p90 there, with their intervals, and the price (`thetalker.metrics.point_cost`) at the
+capacity and at the headline concurrency. A CSV with the same numbers is written beside.
+
+    python -m thetalker.report.capacity --points results/points.csv --models M... \\
+        --systems S... --headline 32 --gpu-hour-usd 2.99 --min-continuity-pct 95 \\
+        [--ttfa-slo-s 1.0] [--grid 1 2 4 ...] --table capacity.md --figure capacity.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from thetalker.capacity import NEVER, NO_POINTS, Capacity, ServiceLevel, find_capacity  # noqa: E402
+from thetalker.metrics import point_cost  # noqa: E402
+from thetalker.report.tables import (  # noqa: E402
+    MISSING,
+    fmt_range,
+    load_points_or_report,
+    markdown_table,
+    point_at,
+    point_cost_at,
+    point_labels,
+    write_table,
+)
+
+__all__ = ["loads_of", "capacity_of", "capacity_rows", "capacity_table", "capacity_figure", "main"]
+
+FIGSIZE = (8.0, 4.5)
+DPI = 120
+
+
+def loads_of(
+    points: pd.DataFrame, model: str, system: str, open_loop: bool = False
+) -> dict[float, dict[str, Any]]:
+    """load -> point summary of one (model, system): concurrency, or request rate."""
+    prefix = "r" if open_loop else "c"
+    out = {}
+    for label in point_labels(points):
+        if label.startswith(prefix):
+            summary = point_at(points, model, system, label)
+            if summary is not None:
+                out[float(label[1:]) if open_loop else int(label[1:])] = summary
+    return out
+
+
+def capacity_of(
+    points: pd.DataFrame, model: str, system: str, level: ServiceLevel, open_loop: bool = False
+) -> tuple[Capacity, dict[float, dict[str, Any]]]:
+    loads = loads_of(points, model, system, open_loop)
+    return find_capacity({load: level.holds(s) for load, s in loads.items()}), loads
+
+
+def capacity_rows(
+    points: pd.DataFrame,
+    models: Sequence[str],
+    systems: Sequence[str],
+    level: ServiceLevel,
+    headline: int,
+    gpu_hour_usd: float,
+) -> list[dict[str, Any]]:
+    rows = []
+    for model in models:
+        for system in systems:
+            cap, loads = capacity_of(points, model, system, level)
+            at = loads.get(cap.load) if cap.load is not None else None
+            rate_cap, _ = capacity_of(points, model, system, level, open_loop=True)
+            get = (at or {}).get
+            rows.append(
+                {
+                    "model": model,
+                    "system": system,
+                    "capacity_streams": cap.load,
+                    "verdict": cap.verdict,
+                    "first_failing_streams": cap.first_failing,
+                    "capacity_label": cap.label(),
+                    "continuity_pct": get("continuity_pct"),
+                    "continuity_pct_low": get("continuity_pct_low"),
+                    "continuity_pct_high": get("continuity_pct_high"),
+                    "ttfa_s_p90": get("ttfa_s_p90"),
+                    "ttfa_s_p90_low": get("ttfa_s_p90_low"),
+                    "ttfa_s_p90_high": get("ttfa_s_p90_high"),
+                    "n_failed": get("n_failed"),
+                    "n_scored": get("n_scored"),
+                    "usd_per_million_chars_at_capacity": (
+                        point_cost(at, gpu_hour_usd, level.min_continuity_pct) if at else None
+                    ),
+                    "usd_per_million_chars_at_headline": point_cost_at(
+                        points, model, system, headline, gpu_hour_usd, level.min_continuity_pct
+                    ),
+                    "capacity_rps": rate_cap.load,
+                    "verdict_rps": rate_cap.verdict,
+                    "capacity_rps_label": rate_cap.label(" req/s"),
+                }
+            )
+    return rows
+
+
+def _money(value: float | None) -> str:
+    return MISSING if value is None else f"{value:.2f}"
+
+
+def capacity_table(
+    points: pd.DataFrame,
+    models: Sequence[str],
+    systems: Sequence[str],
+    level: ServiceLevel,
+    headline: int,
+    gpu_hour_usd: float,
+) -> str:
+    rows = capacity_rows(points, models, systems, level, headline, gpu_hour_usd)
+    open_loop = any(r["verdict_rps"] != NO_POINTS for r in rows)
+    header = ["model", "system", "streams held", "continuity %", "TTFA p90 (s)"]
+    header += ["failed", "USD/M chars there", f"USD/M chars at c{headline}"]
+    header += ["req/s held"] if open_loop else []
+    body = []
+    for r in rows:
+        failed = (
+            f"{int(r['n_failed'] or 0)}/{int(r['n_scored'] or 0)}" if r["n_scored"] else MISSING
+        )
+        cells = [
+            r["model"],
+            r["system"],
+            r["capacity_label"],
+            fmt_range(r["continuity_pct"], r["continuity_pct_low"], r["continuity_pct_high"], 1),
+            fmt_range(r["ttfa_s_p90"], r["ttfa_s_p90_low"], r["ttfa_s_p90_high"], 3),
+            failed,
+            _money(r["usd_per_million_chars_at_capacity"]),
+            _money(r["usd_per_million_chars_at_headline"]),
+        ]
+        body.append(cells + ([r["capacity_rps_label"]] if open_loop else []))
+    slo = f" and TTFA p90 at or under {level.ttfa_slo_s:g} s" if level.ttfa_slo_s else ""
+    title = (
+        f"Capacity: the most concurrent streams that keep continuity at or above "
+        f'{level.min_continuity_pct:g}%{slo}, every lower load holding too ("at least": the '
+        'top point still holds; "never": the lowest already fails). Continuity [Wilson 95%] '
+        "and TTFA p90 [bootstrap 95%] at that load; the price there and at the headline "
+        f"concurrency, at {gpu_hour_usd:g} USD per hour.\n\n"
+    )
+    return title + markdown_table(header, body, label_columns=2)
+
+
+def capacity_figure(
+    points: pd.DataFrame,
+    models: Sequence[str],
+    systems: Sequence[str],
+    level: ServiceLevel,
+    out: Path,
+    grid: Sequence[int] | None = None,
+) -> None:
+    """Continuity against concurrency per (model, system), the service level as a line,
+    each capacity as a star; points off `grid` (bisection) hollow."""
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    on_grid = set(grid) if grid else None
+    every_load: set[float] = set()
+    for model in models:
+        for system in systems:
+            cap, loads = capacity_of(points, model, system, level)
+            xs = sorted(loads)
+            ys = [loads[x].get("continuity_pct") for x in xs]
+            keep = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
+            if not keep:
+                continue
+            every_load.update(x for x, _ in keep)
+            (line,) = ax.plot([x for x, _ in keep], [y for _, y in keep], label=f"{model} {system}")
+            colour = line.get_color()
+            for x, y in keep:
+                searched = on_grid is not None and x not in on_grid
+                ax.plot(x, y, "o", color=colour, markerfacecolor="none" if searched else colour)
+            if cap.load is not None and cap.verdict != NEVER:
+                y = loads[cap.load].get("continuity_pct")
+                ax.plot(cap.load, y, "*", markersize=14, color=colour)
+    ax.axhline(level.min_continuity_pct, color="grey", linestyle="--", linewidth=1)
+    ax.set_xscale("log", base=2)
+    ticks = sorted(every_load)
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_ylim(0, 105)
+    ax.set_xlabel("concurrent streams")
+    ax.set_ylabel("continuous streams (%)")
+    ax.set_title(
+        f"Capacity at {level.min_continuity_pct:g}% continuity (star; hollow: bisection points)"
+    )
+    ax.legend(fontsize="small")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out, dpi=DPI)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m thetalker.report.capacity", description=__doc__
+    )
+    parser.add_argument("--points", required=True, type=Path)
+    parser.add_argument("--models", required=True, nargs="+")
+    parser.add_argument("--systems", required=True, nargs="+")
+    parser.add_argument("--headline", required=True, type=int, help="headline concurrency")
+    parser.add_argument("--gpu-hour-usd", type=float, default=2.99)
+    parser.add_argument("--min-continuity-pct", type=float, default=95.0)
+    parser.add_argument("--ttfa-slo-s", type=float, default=None, help="TTFA p90 limit (s)")
+    parser.add_argument("--grid", type=int, nargs="*", help="the config's concurrency points")
+    parser.add_argument("--table", required=True, type=Path, help="capacity.md to write")
+    parser.add_argument("--figure", type=Path, help="capacity.png to write")
+    args = parser.parse_args(argv)
+    points = load_points_or_report(args.points)
+    if points is None:
+        return 1
+    level = ServiceLevel(args.min_continuity_pct, args.ttfa_slo_s)
+    text = capacity_table(
+        points, args.models, args.systems, level, args.headline, args.gpu_hour_usd
+    )
+    rows = capacity_rows(points, args.models, args.systems, level, args.headline, args.gpu_hour_usd)
+    csv_path = write_table(args.table, text, rows)
+    print(f"wrote {args.table} and {csv_path}")
+    if args.figure:
+        capacity_figure(points, args.models, args.systems, level, args.figure, args.grid)
+        print(f"wrote {args.figure}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
