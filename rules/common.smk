@@ -1,21 +1,31 @@
-# Config validation, wildcard constraints, and every target, input and params function.
+# The Python of the workflow: config validation, the lists every rule expands over, the
+# folder layout (written here once), and the input, params and target functions.
 import shlex
 
 from snakemake.utils import validate
 
 from thetalker import workflow_config as wfc
 
+# The schema checks types and ranges and fills in every default; then what a schema cannot
+# say (cross-field checks, the files a run reads), each error one line naming the field.
 validate(config, "../config/schema.yaml")
 wfc.check_config(config)
-# Prompts, deploy files and the reference clip, before any server starts.
 wfc.check_inputs(config)
 wfc.check_quality(config)
 
 SYSTEMS = list(config["systems"])
 MODELS = list(config["models"])
-CONCURRENCY = wfc.concurrency_points(config)
+CONCURRENCY = [int(c) for c in config["concurrency"]]
 QUALITY = wfc.quality_settings(config)
-QUALITY_CONCURRENCY = wfc.quality_concurrency(config)
+
+# The layout. A speed run's point: its records, summary, provenance (and audio, wer).
+RUN = "results/runs/{system}/{model}"
+POINT = f"{RUN}/c{{n}}"
+# A quality run: one point at quality.concurrency, then transcripts and wer.json.
+QUALITY_RUN = "results/quality/{system}/{model}"
+QUALITY_POINT = f"{QUALITY_RUN}/c{QUALITY['concurrency']}"
+COMPARISON = "results/quality/compare/{model}/{system_a}_vs_{system_b}.json"
+LOGS = "results/logs/{system}/{model}"
 
 
 wildcard_constraints:
@@ -26,8 +36,46 @@ wildcard_constraints:
     n=r"\d+",
 
 
+def every_point(filename):
+    """One file of every speed point, in config order: models, then systems, then points."""
+    return expand(f"{POINT}/{filename}", model=MODELS, system=SYSTEMS, n=CONCURRENCY)
+
+
+def every_quality_run(filename):
+    """One file of every quality run, in config order: models, then systems."""
+    return expand(f"{QUALITY_RUN}/{filename}", model=MODELS, system=SYSTEMS)
+
+
+def compare_outputs():
+    """The paired comparisons: every model, each (system_a, system_b) of quality.compare."""
+    return [
+        path
+        for a, b in wfc.wer_pairs(config)
+        for path in expand(COMPARISON, model=MODELS, system_a=a, system_b=b)
+    ]
+
+
 def get_final_output():
-    return wfc.final_targets(config)
+    targets = [
+        *expand(
+            "results/tables/{table}.md",
+            table=["throughput", "continuity", "ttfa", "cost"],
+        ),
+        *expand(
+            "results/figures/{figure}.png",
+            figure=["throughput", "continuity", "ttfa", "cost"],
+        ),
+        "results/tables/provenance.md",
+    ]
+    if QUALITY["enabled"]:
+        targets += [
+            "results/tables/wer.md",
+            "results/figures/wer.png",
+            *compare_outputs(),
+        ]
+        if QUALITY["at_speed_points"]:
+            targets.append("results/tables/wer_load.md")
+    return targets
 
 
 def get_bench_inputs(wildcards):
@@ -35,40 +83,27 @@ def get_bench_inputs(wildcards):
 
 
 def get_bench_job(wildcards):
-    return wfc.bench_job(config, wildcards.system, wildcards.model)
-
-
-def get_all_records(wildcards):
-    return wfc.records_paths(config)
-
-
-def get_all_provenance(wildcards):
-    return wfc.provenance_paths(config)
+    return wfc.bench_job(config, wildcards.system, wildcards.model).to_json()
 
 
 def get_quality_inputs(wildcards):
-    return wfc.quality_inputs(config, wildcards.system, wildcards.model)
+    quality_config = wfc.quality_run_config(config, wildcards.model)
+    return wfc.bench_inputs(quality_config, wildcards.system, wildcards.model)
 
 
 def get_quality_job(wildcards):
-    return wfc.quality_job(config, wildcards.system, wildcards.model)
+    quality_config = wfc.quality_run_config(config, wildcards.model)
+    return wfc.bench_job(quality_config, wildcards.system, wildcards.model).to_json()
 
 
 def get_asr_model_arg(wildcards):
     return wfc.asr_model_arg(config)
 
 
-def get_all_wer(wildcards):
-    return wfc.wer_paths(config)
+def get_wer_under_load_label(wildcards):
+    return wfc.wer_under_load_label(wildcards.model, wildcards.n)
 
 
-def get_all_load_wer(wildcards):
-    return wfc.load_wer_paths(config)
-
-
-def get_point_wer_label(wildcards):
-    return wfc.load_wer_label(wildcards.model, wildcards.n)
-
-
-def get_load_wer_labels(wildcards):
-    return " ".join(shlex.quote(label) for label in wfc.load_wer_labels(config))
+def get_wer_under_load_labels(wildcards):
+    labels = [wfc.wer_under_load_label(m, c) for m in MODELS for c in CONCURRENCY]
+    return " ".join(shlex.quote(label) for label in labels)

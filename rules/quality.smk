@@ -1,8 +1,7 @@
-# Quality (docs/quality.md): a quality run per (system, model) through the same bench job as
-# the speed runs (the quality prompt set at one concurrency, every utterance saved), Whisper on
-# its own job, WER with bootstrap intervals, paired comparisons, then the table and figure.
-# Optionally (quality.at_speed_points) the same WER at every speed point: quality under load.
-# Settings come from config["quality"] through thetalker.workflow_config (rules/common.smk).
+# Quality (docs/quality.md): a quality run per (system, model) through the same serve-and-sweep
+# job as the speed runs, Whisper on its own job, WER with bootstrap intervals, paired
+# comparisons, then the table and figure. Optionally (quality.at_speed_points) the same WER at
+# every speed point: quality under load. Settings: QUALITY (config["quality"], rules/common.smk).
 
 
 localrules:
@@ -13,34 +12,31 @@ localrules:
     wer_load_report,
 
 
-rule synthesize_quality:
+# The speed job with the quality run's overrides (thetalker.workflow_config.quality_run_config):
+# quality.prompts, one point at quality.concurrency with quality.requests sentences, every
+# utterance saved, and quality.models.<model> over the model's spec (e.g. a -Base checkpoint).
+use rule bench as synthesize_quality with:
     input:
         unpack(get_quality_inputs),
     output:
-        records=f"results/quality/{{system}}/{{model}}/c{QUALITY_CONCURRENCY}/records.jsonl",
-        summary=f"results/quality/{{system}}/{{model}}/c{QUALITY_CONCURRENCY}/summary.json",
-        provenance=f"results/quality/{{system}}/{{model}}/c{QUALITY_CONCURRENCY}/provenance.json",
+        records=expand(f"{QUALITY_POINT}/records.jsonl", allow_missing=True),
+        summary=expand(f"{QUALITY_POINT}/summary.json", allow_missing=True),
+        provenance=expand(f"{QUALITY_POINT}/provenance.json", allow_missing=True),
     log:
-        bench="results/logs/{system}/{model}/quality_bench.log",
-        server="results/logs/{system}/{model}/quality_server.log",
-    conda:
-        "../envs/bench.yaml"
-    resources:
-        gpu=1,
+        bench=f"{LOGS}/quality_bench.log",
+        server=f"{LOGS}/quality_server.log",
     params:
         job=get_quality_job,
-    shell:
-        "python -m thetalker.bench --job {params.job:q} --out-dir results/quality/{wildcards.system}/{wildcards.model} --server-log {log.server} > {log.bench} 2>&1"
 
 
 rule transcribe:
     input:
-        records=f"results/quality/{{system}}/{{model}}/c{QUALITY_CONCURRENCY}/records.jsonl",
+        records=f"{QUALITY_POINT}/records.jsonl",
     output:
-        transcripts="results/quality/{system}/{model}/transcripts.jsonl",
-        meta="results/quality/{system}/{model}/transcripts.meta.json",
+        transcripts=f"{QUALITY_RUN}/transcripts.jsonl",
+        meta=f"{QUALITY_RUN}/transcripts.meta.json",
     log:
-        "results/logs/{system}/{model}/transcribe.log",
+        f"{LOGS}/transcribe.log",
     conda:
         "../envs/asr.yaml"
     threads: QUALITY["asr"]["threads"]
@@ -54,60 +50,45 @@ rule transcribe:
         "python -m thetalker.asr --records {input.records} --out {output.transcripts} --backend {params.backend} {params.model} --workers {params.workers} --no-progress > {log} 2>&1"
 
 
-rule transcribe_point:
+# WER under load: the same transcription of each speed point's saved audio.
+use rule transcribe as transcribe_point with:
     input:
-        records="results/runs/{system}/{model}/c{n}/records.jsonl",
+        records=f"{POINT}/records.jsonl",
     output:
-        transcripts="results/runs/{system}/{model}/c{n}/transcripts.jsonl",
-        meta="results/runs/{system}/{model}/c{n}/transcripts.meta.json",
+        transcripts=f"{POINT}/transcripts.jsonl",
+        meta=f"{POINT}/transcripts.meta.json",
     log:
-        "results/logs/{system}/{model}/transcribe_c{n}.log",
-    conda:
-        "../envs/asr.yaml"
-    threads: QUALITY["asr"]["threads"]
-    resources:
-        gpu=QUALITY["asr"]["gpus"],
-    params:
-        backend=QUALITY["asr"]["backend"],
-        model=get_asr_model_arg,
-        workers=QUALITY["asr"]["workers"],
-    shell:
-        "python -m thetalker.asr --records {input.records} --out {output.transcripts} --backend {params.backend} {params.model} --workers {params.workers} --no-progress > {log} 2>&1"
+        f"{LOGS}/transcribe_c{{n}}.log",
 
 
 rule score_wer:
     input:
-        transcripts="results/quality/{system}/{model}/transcripts.jsonl",
-        meta="results/quality/{system}/{model}/transcripts.meta.json",
+        transcripts=f"{QUALITY_RUN}/transcripts.jsonl",
+        meta=f"{QUALITY_RUN}/transcripts.meta.json",
     output:
-        "results/quality/{system}/{model}/wer.json",
+        f"{QUALITY_RUN}/wer.json",
     log:
-        "results/logs/{system}/{model}/score_wer.log",
+        f"{LOGS}/score_wer.log",
     conda:
         "../envs/asr.yaml"
     params:
         n_resamples=QUALITY["n_resamples"],
         seed=QUALITY["seed"],
-    shell:
-        "python -m thetalker.wer score --transcripts {input.transcripts} --out {output} --system {wildcards.system} --model {wildcards.model} --n-resamples {params.n_resamples} --seed {params.seed} > {log} 2>&1"
+    script:
+        "../scripts/score_wer.py"
 
 
-rule score_point_wer:
+# A speed point's WER, its row labelled "model cN" in wer_load.md.
+use rule score_wer as score_point_wer with:
     input:
-        transcripts="results/runs/{system}/{model}/c{n}/transcripts.jsonl",
-        meta="results/runs/{system}/{model}/c{n}/transcripts.meta.json",
+        transcripts=f"{POINT}/transcripts.jsonl",
+        meta=f"{POINT}/transcripts.meta.json",
     output:
-        "results/runs/{system}/{model}/c{n}/wer.json",
+        f"{POINT}/wer.json",
     log:
-        "results/logs/{system}/{model}/score_wer_c{n}.log",
-    conda:
-        "../envs/asr.yaml"
+        f"{LOGS}/score_wer_c{{n}}.log",
     params:
-        label=get_point_wer_label,
-        n_resamples=QUALITY["n_resamples"],
-        seed=QUALITY["seed"],
-    shell:
-        "python -m thetalker.wer score --transcripts {input.transcripts} --out {output} --system {wildcards.system} --model {params.label:q} --n-resamples {params.n_resamples} --seed {params.seed} > {log} 2>&1"
+        label=get_wer_under_load_label,
 
 
 rule compare_wer:
@@ -116,7 +97,7 @@ rule compare_wer:
         b="results/quality/{system_b}/{model}/transcripts.jsonl",
     output:
         report(
-            "results/quality/compare/{model}/{system_a}_vs_{system_b}.json",
+            COMPARISON,
             category="Quality",
             subcategory="Paired comparisons",
             caption="../report/wer_compare.rst",
@@ -135,7 +116,7 @@ rule compare_wer:
 
 rule wer_report:
     input:
-        get_all_wer,
+        every_quality_run("wer.json"),
     output:
         table=report(
             "results/tables/wer.md",
@@ -160,7 +141,7 @@ rule wer_report:
 
 rule wer_load_report:
     input:
-        get_all_load_wer,
+        every_point("wer.json"),
     output:
         table=report(
             "results/tables/wer_load.md",
@@ -172,7 +153,7 @@ rule wer_load_report:
     conda:
         "../envs/report.yaml"
     params:
-        labels=get_load_wer_labels,
+        labels=get_wer_under_load_labels,
         systems=SYSTEMS,
     shell:
         "python -m thetalker.report.quality --wer {input} --models {params.labels} --systems {params.systems} --table {output.table} > {log} 2>&1"

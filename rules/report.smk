@@ -88,7 +88,7 @@ rule figures:
 # point's full provenance.json copied (as {system}_{model}_c{N}.json) into the report.
 rule provenance_table:
     input:
-        get_all_provenance,
+        every_point("provenance.json"),
     output:
         table=report(
             "results/tables/provenance.md",
@@ -107,8 +107,5 @@ rule provenance_table:
         "results/logs/provenance_table.log",
     conda:
         "../envs/report.yaml"
-    shell:
-        "(python -m thetalker.report.provenance_table --out {output.table} {input}"
-        " && mkdir -p {output.points}"
-        " && for f in {input}; do p=${{f#results/runs/}}; p=${{p%/provenance.json}};"
-        ' cp "$f" "{output.points}/$(echo "$p" | tr / _).json"; done) > {log} 2>&1'
+    script:
+        "../scripts/provenance_table.py"

@@ -8,7 +8,7 @@ localrules:
 
 rule points:
     input:
-        records=get_all_records,
+        records=every_point("records.jsonl"),
     output:
         "results/points.csv",
     log:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from snakemake.utils import validate
 
 from tests.processes import cmdline, kill_pids, processes_in
 from tests.workflow_copy import REPO, SNAKEMAKE, smk, smk_env
@@ -180,11 +181,10 @@ def test_stopping_snakemake_mid_run_leaves_no_server_and_keeps_records(workdir: 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_stopping_the_bench_job_leaves_no_server_and_keeps_records(workdir: Path, sig: int):
     config = yaml.safe_load((workdir / "tiny.yaml").read_text())
-    for key, value in (("deploy_dir", "deploy"), ("save_audio", False)):
-        config.setdefault(key, value)
-    job = wfc.bench_job(config, "local", "piper-joe")
-    cmd = [sys.executable, "-m", "thetalker.bench", "--job", job, "--out-dir"]
-    cmd += ["results/runs/local/piper-joe", "--server-log", str(SERVER_LOG)]
+    validate(config, str(workdir / "config" / "schema.yaml"))  # fills the defaults, as the rules
+    job = wfc.bench_job(config, "local", "piper-joe").to_json()
+    cmd = [sys.executable, "-m", "thetalker.serve_and_sweep", "--job", job]
+    cmd += ["--records", str(POINT / "records.jsonl"), "--server-log", str(SERVER_LOG)]
     records = workdir / POINT / "records.jsonl"
     proc = _start(cmd, workdir)
     out, kept, done_before = _stop_and_check(proc, workdir, sig, records)

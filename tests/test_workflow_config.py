@@ -1,5 +1,6 @@
 """The workflow config: both shipped configs pass the schema, bad fields are named, and the job
-spec carries every setting a run depends on (and nothing of another system's)."""
+spec (`thetalker.job.BenchJob`) carries every setting a run depends on (and nothing of another
+system's), with a JSON form that stays byte for byte what earlier runs stored in params."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from snakemake.utils import validate as validate_and_fill
 
 from thetalker import workflow_config as wfc
-from thetalker.bench import JOB_FIELDS, BenchJobError, parse_job
+from thetalker.job import JOB_FIELDS, BenchJob, BenchJobError
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED_MODELS = ["qwen3tts17b", "qwen3tts06b", "voxcpm2", "moss", "omnivoice"]
@@ -26,6 +28,13 @@ def load(name: str) -> dict:
 def validate(config: dict) -> None:
     schema = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
     jsonschema.Draft202012Validator(schema).validate(config)
+
+
+def checked(config: dict) -> dict:
+    """The config as rules/common.smk leaves it: validated, the schema's defaults filled in."""
+    config = copy.deepcopy(config)
+    validate_and_fill(config, str(ROOT / "config" / "schema.yaml"))
+    return config
 
 
 @pytest.mark.parametrize("name", ["config.yaml", "published.yaml"])
@@ -115,36 +124,79 @@ def workdir(tmp_path, monkeypatch):
 
 
 def test_job_spec_follows_deploy_file_content_only_where_it_is_used(workdir):
-    config = load("published.yaml")
+    config = checked(load("published.yaml"))
     before = {
-        (s, m): wfc.bench_job(config, s, m) for s in config["systems"] for m in config["models"]
+        (s, m): wfc.bench_job(config, s, m).to_json()
+        for s in config["systems"]
+        for m in config["models"]
     }
     path = workdir / "deploy" / "moss.yaml"
     path.write_text(path.read_text() + "\n# edited\n")
-    changed = {key for key, job in before.items() if wfc.bench_job(config, *key) != job}
+    changed = {key for key, job in before.items() if wfc.bench_job(config, *key).to_json() != job}
     assert changed == {("vllm-omni", "moss")}
 
 
 def test_job_spec_carries_every_run_setting(workdir):
-    config = load("published.yaml")
-    job = parse_job(wfc.bench_job(config, "vllm-omni", "moss"))
-    assert set(job) == set(JOB_FIELDS)
-    assert job["deploy_file"] == "deploy/moss.yaml"
-    assert job["deploy_sha256"] == wfc.file_sha256("deploy/moss.yaml")
-    assert job["env"] == {"THESTAGE_VLLM_OMNI": "0"}
-    assert job["extra_args"] == ["--init-timeout", "1800", "--stage-init-timeout", "1800"]
-    assert job["mps"] is True and job["seed"] == 42
-    assert job["requests"]["32"] == 300
-    stock = parse_job(wfc.bench_job(config, "thestage-vllm-omni", "moss"))
-    assert stock["deploy_file"] is None and stock["env"] == {}
+    config = checked(load("published.yaml"))
+    job = wfc.bench_job(config, "vllm-omni", "moss")
+    assert set(json.loads(job.to_json())) == set(JOB_FIELDS) and len(JOB_FIELDS) == 23
+    assert job.deploy_file == "deploy/moss.yaml"
+    assert job.deploy_sha256 == wfc.file_sha256("deploy/moss.yaml")
+    assert job.env == {"THESTAGE_VLLM_OMNI": "0"}
+    assert job.extra_args == ("--init-timeout", "1800", "--stage-init-timeout", "1800")
+    assert job.mps is True and job.seed == 42
+    assert job.requests[32] == 300
+    stock = wfc.bench_job(config, "thestage-vllm-omni", "moss")
+    assert stock.deploy_file is None and stock.env == {}
     # Any other setting changes the spec too.
     edited = copy.deepcopy(config)
     edited["requests"][64] = 299
     assert wfc.bench_job(edited, "vllm-omni", "moss") != wfc.bench_job(config, "vllm-omni", "moss")
 
 
+# What the workflow stored in params before BenchJob existed (thetalker.workflow_config at
+# 120d94c, same config): a job whose settings did not change keeps its params, so no rerun.
+PINNED_JOB = (
+    '{"concurrency":[1,4,16],"deploy_file":null,"deploy_sha256":null,"env":{"A":"1"},'
+    '"extra_args":["--y","2","--x"],"health_timeout_s":900.0,"language":"English",'
+    '"launcher":"vllm-omni","max_error_rate":1.0,"model":"m","model_id":"org/M","mps":false,'
+    '"prompts":"prompts/p.jsonl","ref_audio":null,"ref_text":null,"request_timeout_s":30.0,'
+    '"requests":{"1":3,"16":9,"4":5},"sample_rate":24000,"save_audio":false,"seed":42,'
+    '"system":"stock","voice":{"speaker":"joe"},"warmup":1}'
+)
+
+
+def test_job_json_is_canonical_and_unchanged_and_round_trips():
+    config = checked(
+        {
+            "prompts": "prompts/p.jsonl",
+            "concurrency": [1, 4, 16],
+            "requests": {1: 3, 4: 5, 16: 7},
+            "warmup": 1,
+            "request_timeout_s": 30,
+            "systems": {
+                "stock": {"launcher": "vllm-omni", "env": {"A": "1"}, "extra_args": ["--x"]}
+            },
+            "models": {
+                "m": {
+                    "model_id": "org/M",
+                    "voice": {"speaker": "joe"},
+                    "extra_args": ["--y", "2"],
+                    "requests": {16: 9},
+                    "sample_rate": 24000,
+                }
+            },
+            "report": {"headline_concurrency": 4, "ratio": ["stock", "stock"]},
+        }
+    )
+    job = wfc.bench_job(config, "stock", "m")
+    assert job.to_json() == PINNED_JOB  # defaults (seed, timeouts) came from the schema
+    assert BenchJob.from_json(job.to_json()) == job
+    assert BenchJob.from_json(job.to_json()).to_json() == PINNED_JOB
+
+
 def test_bench_inputs_name_the_files_a_run_reads(workdir):
-    config = load("published.yaml")
+    config = checked(load("published.yaml"))
     assert wfc.bench_inputs(config, "vllm-omni", "voxcpm2") == {
         "prompts": "prompts/seed_tts_eval_en_100.jsonl",
         "deploy": "deploy/voxcpm2.yaml",
@@ -156,19 +208,26 @@ def test_bench_inputs_name_the_files_a_run_reads(workdir):
     }
 
 
-def test_parse_job_names_a_missing_field():
+def test_job_spec_error_names_the_field():
     with pytest.raises(BenchJobError, match="seed"):
-        parse_job(json.dumps({k: None for k in JOB_FIELDS if k != "seed"}))
+        BenchJob.from_json(json.dumps({k: None for k in JOB_FIELDS if k != "seed"}))
+    good = json.loads(PINNED_JOB)
+    with pytest.raises(BenchJobError, match="requests: no count for concurrency 16"):
+        BenchJob.from_json(json.dumps({**good, "requests": {"1": 3, "4": 5}}))
+    with pytest.raises(BenchJobError, match="unknown field.* colour"):
+        BenchJob.from_json(json.dumps({**good, "colour": "red"}))
+    with pytest.raises(BenchJobError, match="not valid JSON"):
+        BenchJob.from_json("{")
 
 
 def test_job_maps_onto_server_spec_and_client_options(workdir):
-    from thetalker.bench import bench_options, server_spec
+    from thetalker.serve_and_sweep import bench_options, server_spec
 
-    config = load("published.yaml")
+    config = checked(load("published.yaml"))
     ref_text = (workdir / "reference" / "ref.txt").read_text().strip()
     log = workdir / "server.log"
 
-    moss = parse_job(wfc.bench_job(config, "vllm-omni", "moss"))
+    moss = wfc.bench_job(config, "vllm-omni", "moss")
     spec = server_spec(moss, log)
     assert (spec.launcher, spec.deploy_config, spec.mps) == ("vllm-omni", "deploy/moss.yaml", True)
     assert spec.register_voice == {
@@ -179,7 +238,7 @@ def test_job_maps_onto_server_spec_and_client_options(workdir):
     opts = bench_options(moss, "http://127.0.0.1:1", 32, None)
     assert (opts.voice, opts.ref_audio, opts.requests, opts.concurrency) == ("ref", None, 300, 32)
 
-    voxcpm = parse_job(wfc.bench_job(config, "thestage-vllm-omni", "voxcpm2"))
+    voxcpm = wfc.bench_job(config, "thestage-vllm-omni", "voxcpm2")
     assert server_spec(voxcpm, log).register_voice is None
     assert server_spec(voxcpm, log).deploy_config is None
     opts = bench_options(voxcpm, "http://127.0.0.1:1", 1, None)
@@ -190,13 +249,13 @@ def test_job_maps_onto_server_spec_and_client_options(workdir):
     )
     assert opts.expected_sample_rate == 48000
 
-    qwen = parse_job(wfc.bench_job(config, "vllm-omni", "qwen3tts17b"))
+    qwen = wfc.bench_job(config, "vllm-omni", "qwen3tts17b")
     opts = bench_options(qwen, "http://127.0.0.1:1", 4, None)
     assert (opts.task_type, opts.speaker, opts.voice) == ("CustomVoice", "ryan", None)
     assert (opts.requests, opts.warmup, opts.seed) == (200, 8, 42)
 
     # MOSS-TTS speaks with the clip registered once: a Base (cloning) request naming it.
-    moss = parse_job(wfc.bench_job(config, "vllm-omni", "moss"))
+    moss = wfc.bench_job(config, "vllm-omni", "moss")
     opts = bench_options(moss, "http://127.0.0.1:1", 1, None)
     assert (opts.task_type, opts.voice, opts.ref_audio, opts.ref_text) == (
         "Base",
@@ -204,3 +263,32 @@ def test_job_maps_onto_server_spec_and_client_options(workdir):
         None,
         None,
     )
+
+
+def test_point_failure_is_one_rule_for_every_caller():
+    from thetalker.acceptance import point_failure
+
+    assert point_failure({"n_ok": 0, "error_rate": 1.0}, 1.0) == "no scored request succeeded"
+    assert point_failure({"n_ok": 9, "error_rate": 0.1}, 0.1) is None  # at the limit: fine
+    assert point_failure({"n_ok": 9, "error_rate": 0.1}, 0.05) == (
+        "error rate 0.100 above max_error_rate 0.05"
+    )
+    assert point_failure({"n_ok": 3, "error_rate": None}, 0.0) is None
+
+
+def test_former_module_name_still_runs_the_job():
+    import subprocess
+    import sys
+
+    import thetalker.bench
+    import thetalker.serve_and_sweep
+
+    assert thetalker.bench.run_job is thetalker.serve_and_sweep.run_job
+    result = subprocess.run(
+        [sys.executable, "-m", "thetalker.bench", "--job", "{", "--server-log", "x"]
+        + ["--records", "r"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "not valid JSON" in result.stderr

