@@ -179,9 +179,10 @@ def test_embedded_default_end_to_end_then_tables_rebuild_from_records(workflow):
         assert records and all(r["ok"] for r in records)
         rtfx[system] = summarize_point(records, 2)["rtfx"]
     throughput = (tables / "throughput.md").read_text()
-    row = f"| piper-joe | {rtfx['local']:.1f} | {rtfx['local-stock']:.1f} |"
-    assert row in throughput
-    assert re.search(r"\| \d+\.\d\dx \|", throughput)
+    # each RTFx printed with its interval (value ± half-width), the ratio with [low, high]
+    row = f"| piper-joe | {rtfx['local']:.1f} ± "
+    assert row in throughput and f"| {rtfx['local-stock']:.1f} ± " in throughput
+    assert re.search(r"\| \d+\.\d\dx \[\d+\.\d\d, \d+\.\d\d\]( †)? \|", throughput)
     assert "n/a" not in (tables / "ttfa.md").read_text()
     before = {p.name: p.read_text() for p in tables.iterdir()}
 
