@@ -253,6 +253,8 @@ def test_request_bodies_per_task_type(tmp_path: Path):
     assert named["voice"] == "v1" and "ref_audio" not in named
     design = build_request_body(BenchOptions(task_type="VoiceDesign", instructions="calm"), "t")
     assert design["instructions"] == "calm"
+    # no default speaker: only the local server has `joe` (a real one answers 400)
+    assert "speaker" not in design and "speaker" not in build_request_body(BenchOptions(), "t")
     for opts in (base, BenchOptions()):
         encoder = BodyEncoder(opts, "data:audio/wav;base64,AAA")
         text = 'a "quoted" text — ünïcode'
@@ -338,3 +340,37 @@ async def test_cancel_keeps_finished_records_and_marks_in_flight(
         assert records[sid]["chunk_bytes"] == [4800]
     summary = read_json(tmp_path / "summary.json")
     assert summary["complete"] is False and summary["n_scored"] == 3
+
+
+async def test_an_audio_body_where_sse_was_asked_is_described_not_pasted(tmp_path: Path):
+    # vllm-omni 0.30.0 serves OmniVoice on its diffusion path: one plain audio/pcm body,
+    # whatever stream_format says. Asked for SSE, each request is a content_type failure
+    # whose message names the body's type and size, not its bytes.
+    from aiohttp import web
+
+    pcm = pcm_for(Script(chunks=((0, 48000),)), 24000)
+
+    async def speech(request: web.Request) -> web.Response:
+        return web.Response(body=pcm, content_type="audio/pcm")
+
+    app = web.Application()
+    app.router.add_post("/v1/audio/speech", speech)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        opts = BenchOptions(
+            base_url=f"http://127.0.0.1:{port}", stream_format="sse", requests=2, warmup=0,
+            sample_rate=24000,
+        )  # fmt: skip
+        await arun_benchmark(opts, _prompts("one", "two"), tmp_path)
+    finally:
+        await runner.cleanup()
+    records = list(read_records(tmp_path / "records.jsonl"))
+    assert [r["error"]["type"] for r in records] == ["content_type", "content_type"]
+    assert {r["error"]["message"] for r in records} == {
+        "HTTP 200 audio/pcm: audio/pcm body of 48000 bytes"
+    }
+    assert all(r["chunk_bytes"] == [] and r["audio_s"] == 0 for r in records)

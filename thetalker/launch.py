@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import shutil
 import signal
@@ -31,10 +30,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from thetalker import speech_api
+from thetalker.wavio import WavError
 
 __all__ = [
     "LAUNCHERS",
@@ -225,25 +226,6 @@ def _wait_healthy(
         time.sleep(_POLL_S)
 
 
-def _multipart(fields: dict[str, str], files: dict[str, Path]) -> tuple[bytes, str]:
-    boundary = uuid.uuid4().hex
-    parts: list[bytes] = []
-    for name, value in fields.items():
-        parts.append(
-            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode()
-            + value.encode()
-            + b"\r\n"
-        )
-    for name, path in files.items():
-        head = (
-            f"--{boundary}\r\nContent-Disposition: form-data; "
-            f'name="{name}"; filename="{path.name}"\r\nContent-Type: audio/wav\r\n\r\n'
-        )
-        parts.append(head.encode() + path.read_bytes() + b"\r\n")
-    parts.append(f"--{boundary}--\r\n".encode())
-    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
-
-
 def register_voice(base_url: str, voice: dict, timeout_s: float = 120.0) -> str:
     """Upload a reference clip as a named voice (POST /v1/audio/voices); returns the name."""
     for key in ("name", "audio"):
@@ -252,24 +234,14 @@ def register_voice(base_url: str, voice: dict, timeout_s: float = 120.0) -> str:
     audio = Path(voice["audio"])
     if not audio.is_file():
         raise ValueError(f"register_voice: audio file not found: {audio}")
-    fields = {"name": str(voice["name"]), "consent": str(voice.get("consent", "yes"))}
-    if voice.get("ref_text"):
-        fields["ref_text"] = str(voice["ref_text"])
-    body, ctype = _multipart(fields, {"audio_sample": audio})
-    req = urllib.request.Request(
-        base_url + "/v1/audio/voices", data=body, headers={"Content-Type": ctype}, method="POST"
-    )
+    name = str(voice["name"])
+    consent = str(voice.get("consent") or speech_api.DEFAULT_CONSENT)
+    ref_text = str(voice["ref_text"]) if voice.get("ref_text") else None
     try:
-        with _OPENER.open(req, timeout=timeout_s) as resp:
-            payload = json.loads(resp.read() or b"{}")
-    except urllib.error.HTTPError as err:
-        detail = err.read()[:500].decode("utf-8", "replace")
-        raise ServerStartError(f"voice registration failed: HTTP {err.code}: {detail}") from None
-    except (urllib.error.URLError, OSError, ValueError) as err:
+        speech_api.register_voice_blocking(base_url, name, audio, ref_text, consent, timeout_s)
+    except (speech_api.SpeechApiError, WavError) as err:
         raise ServerStartError(f"voice registration failed: {err}") from None
-    if not payload.get("success"):
-        raise ServerStartError(f"voice registration refused: {json.dumps(payload)[:500]}")
-    return fields["name"]
+    return name
 
 
 @dataclass

@@ -3,9 +3,14 @@
     thetalker-voice register NAME --audio ref.wav [--ref-text "..."] [--consent TEXT]
     thetalker-voice list
     thetalker-voice delete NAME
+    thetalker-voice --port 8091 --name NAME --ref-audio ref.wav --ref-text "..."
 
-The coroutines (`register_voice`, `list_voices`, `delete_voice`) take an open aiohttp session,
-so the benchmark client registers its voice on the session of its run.
+The last form, with no subcommand, registers: it is the original benchmark's command.
+`--ref-audio` is also accepted for `--audio` after `register`. This module only parses
+arguments and prints; the requests are `thetalker.speech_api`'s.
+
+Exit status: 0; 1 when the server refused or could not be reached; 2 for bad arguments
+(one line on stderr).
 """
 
 from __future__ import annotations
@@ -19,82 +24,19 @@ from typing import Any, NoReturn
 
 import aiohttp
 
-from thetalker.wavio import WavError, parse_wav_header
+from thetalker.speech_api import (
+    DEFAULT_CONSENT,
+    SpeechApiError,
+    delete_voice,
+    list_voices,
+    normalize_base_url,
+    register_voice,
+)
+from thetalker.wavio import WavError, check_reference_clip
 
-__all__ = [
-    "VoiceError",
-    "DEFAULT_CONSENT",
-    "normalize_base_url",
-    "register_voice",
-    "list_voices",
-    "delete_voice",
-    "main",
-]
+__all__ = ["build_parser", "main"]
 
-# vllm-omni requires a consent field; what it holds is the operator's statement.
-DEFAULT_CONSENT = "thetalker: the speaker consented to this reference recording"
-
-
-class VoiceError(RuntimeError):
-    """The server refused a voice request; the message carries its status and error text."""
-
-
-def normalize_base_url(url: str) -> str:
-    """`http://h:p` from `http://h:p/`, `http://h:p/v1` or `http://h:p/v1/`."""
-    url = url.rstrip("/")
-    if url.endswith("/v1"):
-        url = url[: -len("/v1")]
-    return url
-
-
-async def _json_or_raise(resp: aiohttp.ClientResponse, what: str) -> Any:
-    text = await resp.text()
-    try:
-        data = json.loads(text) if text else {}
-    except ValueError:
-        data = None
-    if resp.status >= 400 or data is None:
-        message = text[:300]
-        if isinstance(data, dict) and isinstance(data.get("error"), dict):
-            message = str(data["error"].get("message", message))
-        raise VoiceError(f"{what}: HTTP {resp.status}: {message}")
-    return data
-
-
-async def register_voice(
-    session: aiohttp.ClientSession,
-    base_url: str,
-    name: str,
-    audio_path: str | Path,
-    ref_text: str | None = None,
-    consent: str = DEFAULT_CONSENT,
-) -> dict[str, Any]:
-    """Upload `audio_path` as voice `name` (re-upload overwrites); returns the server's
-    voice description."""
-    audio_path = Path(audio_path)
-    data = audio_path.read_bytes()
-    parse_wav_header(data, source=str(audio_path))
-    form = aiohttp.FormData()
-    form.add_field("name", name)
-    form.add_field("consent", consent)
-    form.add_field("audio_sample", data, filename=audio_path.name, content_type="audio/wav")
-    if ref_text:
-        form.add_field("ref_text", ref_text)
-    url = f"{normalize_base_url(base_url)}/v1/audio/voices"
-    async with session.post(url, data=form) as resp:
-        reply = await _json_or_raise(resp, f"register voice {name!r}")
-    return reply.get("voice", reply) if isinstance(reply, dict) else {"reply": reply}
-
-
-async def list_voices(session: aiohttp.ClientSession, base_url: str) -> dict[str, Any]:
-    async with session.get(f"{normalize_base_url(base_url)}/v1/audio/voices") as resp:
-        return await _json_or_raise(resp, "list voices")
-
-
-async def delete_voice(session: aiohttp.ClientSession, base_url: str, name: str) -> dict:
-    url = f"{normalize_base_url(base_url)}/v1/audio/voices/{name}"
-    async with session.delete(url) as resp:
-        return await _json_or_raise(resp, f"delete voice {name!r}")
+PROG = "thetalker-voice"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -102,22 +44,53 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="thetalker-voice", description="Manage uploaded voices.")
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 (got {text})")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Manage uploaded voices.")
     parser.add_argument("--base-url", help="server URL (default http://HOST:PORT)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8091)
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per request")
+    # The original benchmark's form: these alone (no subcommand) register a voice.
+    parser.add_argument("--name", dest="top_name", help="register this voice (no subcommand)")
+    parser.add_argument("--ref-audio", dest="top_audio", help="its reference WAV (1 to 30 s)")
+    parser.add_argument("--ref-text", dest="top_ref_text", help="its transcript")
+    parser.add_argument("--consent", dest="top_consent", default=DEFAULT_CONSENT)
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     reg = sub.add_parser("register", help="upload a reference WAV as a voice")
     reg.add_argument("name")
-    reg.add_argument("--audio", required=True, help="reference WAV (1 to 30 s)")
+    reg.add_argument(
+        "--audio", "--ref-audio", dest="audio", required=True, help="reference WAV (1 to 30 s)"
+    )
     reg.add_argument("--ref-text", help="transcript of the reference audio")
     reg.add_argument("--consent", default=DEFAULT_CONSENT)
     sub.add_parser("list", help="print the server's voices as JSON")
     dele = sub.add_parser("delete", help="delete an uploaded voice")
     dele.add_argument("name")
     return parser
+
+
+def _resolve_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The original form (no subcommand) as `register`; one line and exit 2 when neither."""
+    if args.command is not None:
+        if args.command == "register" or not (args.top_name or args.top_audio):
+            return
+        parser.error(f"--name/--ref-audio register without a subcommand, not with {args.command}")
+    if not (args.top_name and args.top_audio):
+        parser.error(
+            "give a subcommand (register, list, delete), or --name NAME --ref-audio WAV to register"
+        )
+    args.command, args.name, args.audio = "register", args.top_name, args.top_audio
+    args.ref_text, args.consent = args.top_ref_text, args.top_consent
 
 
 async def _run(args: argparse.Namespace, base_url: str) -> Any:
@@ -134,26 +107,21 @@ async def _run(args: argparse.Namespace, base_url: str) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """0 on success, 1 when the server refused or could not be reached, 2 for bad arguments."""
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
+    _resolve_command(parser, args)
     base_url = normalize_base_url(args.base_url or f"http://{args.host}:{args.port}")
     if args.command == "register":
         if not Path(args.audio).is_file():
             parser.error(f"--audio: no such file: {args.audio}")
         try:
-            parse_wav_header(Path(args.audio).read_bytes(), source=args.audio)
+            check_reference_clip(args.audio)
         except WavError as exc:
             parser.error(f"--audio: {exc}")
     try:
         result = asyncio.run(_run(args, base_url))
-    except VoiceError as exc:
-        print(f"thetalker-voice: {exc}", file=sys.stderr)
-        return 1
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        print(
-            f"thetalker-voice: cannot reach {base_url}: {exc or type(exc).__name__}",
-            file=sys.stderr,
-        )
+    except SpeechApiError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(result, indent=2))
     return 0
