@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from thetalker.capacity import (
     AT_LEAST,
@@ -112,3 +114,14 @@ def test_bisection_of_request_rates():
     assert tried == [3.0, 3.5, 3.25, 3.125]
     assert find_capacity(results) == Capacity(3.125, FOUND, 3.25)
     assert find_capacity(results).label(" req/s") == "3.125 req/s"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 200))
+def test_unlimited_bisection_finds_any_knee_inside_the_grid(knee):
+    # loads <= knee hold; with enough steps bisection lands exactly on the knee
+    grid = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    results = refine({c: c <= knee for c in grid}, lambda c: c <= knee, grid, max_steps=64)
+    assert find_capacity(results) == Capacity(knee, FOUND, knee + 1)
+    # and it never needs more than log2 of the bracket's width
+    assert len(set(results) - set(grid)) <= 8
