@@ -7,6 +7,7 @@ Tolerances are generous (tens of ms): several test suites share two cores.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -27,7 +28,16 @@ from thetalker.client import (
 )
 from thetalker.client.body import BodyEncoder  # the run's body seam
 from thetalker.prompts import Prompt, ordered_prompts
-from thetalker.records import RECORD_FIELDS, SUMMARY_FIELDS, read_json, read_records
+from thetalker.records import (
+    ALL_RECORD_FIELDS,
+    OPTIONAL_SUMMARY_FIELDS,
+    RECORD_FIELDS,
+    SUMMARY_FIELDS,
+    Record,
+    RequestFigures,
+    read_json,
+    read_records,
+)
 from thetalker.wavio import read_wav, write_wav
 
 TOL_S = 0.06  # scheduling noise on shared cores
@@ -65,8 +75,6 @@ def test_timeline_follows_the_server_schedule(scripted_server: ScriptedServer, t
     assert rec["ttfa_s"] == arr[0] and 0 < arr[0] < 0.5
     assert rec["wall_s"] >= arr[-1]
     assert rec["audio_s"] == pytest.approx(105600 / 48000)
-    assert set(RECORD_FIELDS) <= set(rec)
-    assert set(SUMMARY_FIELDS) <= set(summary)
     assert summary["n_ok"] == 1 and summary["error_rate"] == 0.0
 
 
@@ -374,3 +382,26 @@ async def test_an_audio_body_where_sse_was_asked_is_described_not_pasted(tmp_pat
         "HTTP 200 audio/pcm: audio/pcm body of 48000 bytes"
     }
     assert all(r["chunk_bytes"] == [] and r["audio_s"] == 0 for r in records)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"request_rate": 50.0}, {"stream_format": "sse", "response_format": "wav"}],
+    ids=["closed", "open", "sse-wav"],
+)
+def test_the_fields_written_are_the_fields_declared(
+    scripted_server: ScriptedServer, tmp_path: Path, kw: dict[str, Any]
+):
+    scripted_server.default = Script(chunks=((0.0, 4800), (0.05, 4800)))
+    scripted_server.add_script("boom", Script(mode="http_error", status=503))
+    out = tmp_path / "run"
+    summary, records = _run(scripted_server, out, ["fine", "boom"], **kw)
+    for rec in records:  # the same keys in the same order, failed or not
+        assert list(rec) == list(ALL_RECORD_FIELDS)
+    assert set(RECORD_FIELDS) < set(ALL_RECORD_FIELDS)  # the required ones are among them
+    assert set(summary) == set(SUMMARY_FIELDS) | set(OPTIONAL_SUMMARY_FIELDS)
+    assert read_json(out / "summary.json") == summary
+    # each line is a Record, and its figures are metrics.request_figures' names
+    assert [Record(**r).to_json() for r in records] == records
+    figures = metrics.request_figures([0.1], [4800], b"\0\0" * 2400, 24000)
+    assert set(figures) == {f.name for f in dataclasses.fields(RequestFigures)}

@@ -8,16 +8,24 @@ figures, WER) rebuilds from `records.jsonl` alone. Schema: docs/records.md.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 __all__ = [
     "SCHEMA_VERSION",
+    "RequestFigures",
+    "Record",
+    "ALL_RECORD_FIELDS",
     "RECORD_FIELDS",
+    "OPTIONAL_RECORD_FIELDS",
     "SUMMARY_FIELDS",
+    "OPTIONAL_SUMMARY_FIELDS",
+    "ERROR_TYPES",
     "RecordError",
     "error_info",
     "append_record",
@@ -28,34 +36,80 @@ __all__ = [
 
 SCHEMA_VERSION = "thetalker.records/1"
 
-# Required in every line of records.jsonl, by these names.
-RECORD_FIELDS = (
-    "request_index",
-    "sample_id",
-    "text",
-    "text_chars",
-    "warmup",
-    "ok",
-    "error",
-    "t_submit_s",
-    "t_connect_s",
-    "ttfa_s",
-    "leading_silence_s",
-    "ttfa_audible_s",
-    "ttfa_audible_naive_s",
-    "wall_s",
-    "chunk_arrival_s",
-    "chunk_bytes",
-    "audio_s",
-    "sample_rate",
-    "max_underrun_s",
-    "underrun_events",
-    "continuity_ok",
-    "stalls",
-    "stall_s",
-)
 
-# Required in summary.json (one load point).
+@dataclass(frozen=True)
+class RequestFigures:
+    """What `thetalker.metrics.request_figures` derives from one request's timeline."""
+
+    ttfa_s: float | None
+    leading_silence_s: float
+    ttfa_audible_s: float | None
+    ttfa_audible_naive_s: float | None
+    audio_s: float
+    max_underrun_s: float
+    underrun_events: int
+    continuity_ok: bool
+    stalls: int
+    stall_s: float
+
+    @classmethod
+    def from_metrics(cls, figures: Mapping[str, Any]) -> RequestFigures:
+        return cls(**{name: figures[name] for name in _FIGURE_NAMES})
+
+
+_FIGURE_NAMES = tuple(f.name for f in dataclasses.fields(RequestFigures))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """One line of records.jsonl, its fields in the order they are written (docs/records.md).
+    Fields with a default were added after the first schema: readers must not require them."""
+
+    request_index: int  # sending order within the run
+    sample_id: str
+    text: str
+    text_chars: int
+    warmup: bool
+    ok: bool
+    error: dict[str, Any] | None  # error_info(...) when ok is false
+    http_status: int | None = None
+    t_submit_s: float  # from the run's clock origin
+    schedule_lag_s: float | None = None  # open loop only
+    t_connect_s: float | None
+    connection_reused: bool = False
+    ttfa_s: float | None
+    leading_silence_s: float
+    ttfa_audible_s: float | None
+    ttfa_audible_naive_s: float | None
+    wall_s: float
+    chunk_arrival_s: list[float]
+    chunk_bytes: list[int]
+    audio_s: float
+    sample_rate: int
+    max_underrun_s: float
+    underrun_events: int
+    continuity_ok: bool
+    stalls: int
+    stall_s: float
+    audio_path: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of the line (the lists are the record's own, not copies)."""
+        return {name: getattr(self, name) for name in ALL_RECORD_FIELDS}
+
+
+# Every field a record carries, in the order written.
+ALL_RECORD_FIELDS = tuple(f.name for f in dataclasses.fields(Record))
+# Required in every line of records.jsonl (read_records checks them).
+RECORD_FIELDS = tuple(
+    f.name
+    for f in dataclasses.fields(Record)
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+)
+# Written by the client, optional for readers.
+OPTIONAL_RECORD_FIELDS = tuple(f for f in ALL_RECORD_FIELDS if f not in RECORD_FIELDS)
+
+# Required in summary.json (one load point): thetalker.metrics.summarize_point's core.
 SUMMARY_FIELDS = (
     "concurrency",
     "n_scored",
@@ -69,6 +123,26 @@ SUMMARY_FIELDS = (
     "ttfa_s",
     "ttfa_audible_s",
     "wall_s",
+)
+# Also written into summary.json: the rest of summarize_point's figures, then how the run
+# went (docs/records.md, "Summary fields").
+OPTIONAL_SUMMARY_FIELDS = (
+    "n_failed",
+    "audio_s",
+    "stalls_total",
+    "rtfx_per_request",
+    "schema_version",
+    "complete",
+    "sample_rate",
+    "sample_rate_source",
+    "request_rate",
+    "max_in_flight",
+    "n_warmup",
+    "errors_by_type",
+    "schedule_lag_s",
+    "event_loop",
+    "aiohttp_version",
+    "options",
 )
 
 # Error types a record may carry in `error.type`.
@@ -93,8 +167,10 @@ def error_info(kind: str, message: str, status: int | None = None) -> dict[str, 
     return {"type": kind, "message": message, "status": status}
 
 
-def append_record(fh: IO[str], record: Mapping[str, Any]) -> None:
+def append_record(fh: IO[str], record: Mapping[str, Any] | Record) -> None:
     """Append one record and push it to disk, so a crash keeps what was measured."""
+    if isinstance(record, Record):
+        record = record.to_json()
     fh.write(json.dumps(record, separators=(",", ":")) + "\n")
     fh.flush()
     os.fsync(fh.fileno())

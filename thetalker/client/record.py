@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from thetalker import metrics
 from thetalker.client.decode import server_chunks, sse_chunks, strip_wav_header
 from thetalker.client.options import BenchOptions
 from thetalker.client.receive import _ERROR_BODY_LIMIT, _Exchange, _is_stream_type
-from thetalker.records import error_info
+from thetalker.records import Record, RequestFigures, error_info
 from thetalker.speech_api import error_message
 from thetalker.wavio import write_wav
 
@@ -49,7 +49,8 @@ def audio_file(ctx: RunContext, ex: _Exchange) -> Path:
     return ctx.save_dir / f"{ex.request_index:05d}_{safe_id}.wav"
 
 
-def build_record(ctx: RunContext, ex: _Exchange) -> dict[str, Any]:
+def build_record(ctx: RunContext, ex: _Exchange) -> Record:
+    """Decode the exchange, type its failure, derive its figures, save its audio."""
     opts, rate = ctx.opts, ctx.sample_rate
     failure = ex.failure
     status = ex.status
@@ -78,12 +79,14 @@ def build_record(ctx: RunContext, ex: _Exchange) -> dict[str, Any]:
             failure = ("odd_bytes", f"{len(pcm)} audio bytes: a half sample at the end")
     t_send = ex.t_send if ex.t_send is not None else ctx.t_origin
     arrivals = [t - t_send for t in abs_arrivals]
-    figures = metrics.request_figures(
-        arrivals, sizes, pcm[: len(pcm) - len(pcm) % 2], rate, opts.threshold_s
+    figures = RequestFigures.from_metrics(
+        metrics.request_figures(
+            arrivals, sizes, pcm[: len(pcm) - len(pcm) % 2], rate, opts.threshold_s
+        )
     )
     ok = failure is None
-    if not ok:
-        figures["continuity_ok"] = False  # a player could not play a failed request
+    if not ok:  # a player could not play a failed request
+        figures = dataclasses.replace(figures, continuity_ok=False)
     trace = ex.trace
     if "connect_end" in trace and "connect_start" in trace:
         t_connect: float | None = trace["connect_end"] - trace["connect_start"]
@@ -94,33 +97,35 @@ def build_record(ctx: RunContext, ex: _Exchange) -> dict[str, Any]:
     if ok and not ex.warmup and ctx.save_dir is not None and wanted:
         path = write_wav(audio_file(ctx, ex), pcm, rate)
         audio_path = display_path(path, ctx.out_dir)
-    return {
-        "request_index": ex.request_index,
-        "sample_id": ex.prompt.sample_id,
-        "text": ex.prompt.text,
-        "text_chars": len(ex.prompt.text),
-        "warmup": ex.warmup,
-        "ok": ok,
-        "error": None if ok else error_info(failure[0], failure[1], status),
-        "http_status": status,
-        "t_submit_s": t_send - ctx.t_origin,
-        "schedule_lag_s": (t_send - ex.scheduled) if ex.scheduled is not None else None,
-        "t_connect_s": t_connect,
-        "connection_reused": bool(trace.get("reused")),
-        **{k: figures[k] for k in ("ttfa_s", "leading_silence_s", "ttfa_audible_s")},
-        "ttfa_audible_naive_s": figures["ttfa_audible_naive_s"],
-        "wall_s": (ex.t_end or t_send) - t_send,
-        "chunk_arrival_s": arrivals,
-        "chunk_bytes": sizes,
-        "audio_s": figures["audio_s"],
-        "sample_rate": rate,
-        "max_underrun_s": figures["max_underrun_s"],
-        "underrun_events": figures["underrun_events"],
-        "continuity_ok": figures["continuity_ok"],
-        "stalls": figures["stalls"],
-        "stall_s": figures["stall_s"],
-        "audio_path": audio_path,
-    }
+    return Record(
+        request_index=ex.request_index,
+        sample_id=ex.prompt.sample_id,
+        text=ex.prompt.text,
+        text_chars=len(ex.prompt.text),
+        warmup=ex.warmup,
+        ok=ok,
+        error=None if failure is None else error_info(failure[0], failure[1], status),
+        http_status=status,
+        t_submit_s=t_send - ctx.t_origin,
+        schedule_lag_s=(t_send - ex.scheduled) if ex.scheduled is not None else None,
+        t_connect_s=t_connect,
+        connection_reused=bool(trace.get("reused")),
+        ttfa_s=figures.ttfa_s,
+        leading_silence_s=figures.leading_silence_s,
+        ttfa_audible_s=figures.ttfa_audible_s,
+        ttfa_audible_naive_s=figures.ttfa_audible_naive_s,
+        wall_s=(ex.t_end or t_send) - t_send,
+        chunk_arrival_s=arrivals,
+        chunk_bytes=sizes,
+        audio_s=figures.audio_s,
+        sample_rate=rate,
+        max_underrun_s=figures.max_underrun_s,
+        underrun_events=figures.underrun_events,
+        continuity_ok=figures.continuity_ok,
+        stalls=figures.stalls,
+        stall_s=figures.stall_s,
+        audio_path=audio_path,
+    )
 
 
 def display_path(path: Path, out_dir: Path) -> str:

@@ -85,7 +85,7 @@ class ThreadSink:
     def _run(self) -> None:
         while (ex := self._queue.get()) is not None:
             try:
-                record = ex if isinstance(ex, dict) else build_record(self.ctx, ex)
+                record = ex if isinstance(ex, dict) else build_record(self.ctx, ex).to_json()
                 if self._fh is not None:
                     append_record(self._fh, record)
                 if self._forward is not None:
@@ -192,7 +192,7 @@ def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
                 continue
             try:
                 assert ctx is not None
-                record = item if isinstance(item, dict) else build_record(ctx, item)
+                record = item if isinstance(item, dict) else build_record(ctx, item).to_json()
                 append_record(fh, record)
             except BaseException as exc:  # reported by close(); later records still written
                 error = error or _describe(exc)
