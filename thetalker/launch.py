@@ -7,8 +7,19 @@ startup raises ``ServerStartError`` at once with the log's tail; one that never 
 healthy raises it at ``health_timeout_s``. On exit, whatever the reason (normal exit, an
 exception, Ctrl-C, or SIGTERM from Snakemake or Slurm's ``scancel``, which the context turns
 into ``SystemExit`` so ``finally`` runs), the process group gets SIGTERM, then SIGKILL after a
-grace period, and the MPS daemon is told to quit. A leftover server would hold the GPU and
+grace period, and the MPS daemon is told to quit. The stop cannot be cut short: a second
+Ctrl-C or SIGTERM during it is held until it is done. A leftover server would hold the GPU and
 spoil the next measured run, hence the care.
+
+The server's PID, process group and port are written to a record (``ServerSpec.record_path``,
+by default ``<log stem>.pid.json`` beside the log) the moment it starts, and the record is
+removed once the group is gone. A run whose launcher was SIGKILLed leaves it behind: the next
+launch with the same record finds that server (``thetalker.leftover``) and stops its group
+(``leftover="stop"``) or refuses with one line naming it (``"refuse"``). A fixed port that is
+busy, or a GPU that nvidia-smi shows in use (vllm-omni launcher), is refused with one line
+naming the PID that holds it. Secrets reach the server only through the environment:
+``secret_env`` names variables copied from this process's environment, and every command line
+and env recorded is redacted (``thetalker.redact``).
 
 Launchers: ``local`` runs ``python -m thetalker.server``; ``vllm-omni`` runs
 ``vllm-omni serve <id> --omni --trust-remote-code ...`` with ``SPEAKER_SAMPLES_DIR`` pointed
@@ -34,7 +45,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from thetalker import leftover as _leftover
 from thetalker import speech_api
+from thetalker.redact import redact_command, redact_env
+from thetalker.serving_env import contamination, probe_serving_env, server_python
 from thetalker.wavio import WavError
 
 __all__ = [
@@ -55,7 +69,10 @@ __all__ = [
 ]
 
 LAUNCHERS = ("local", "vllm-omni")
-# The "vllm-omni" system: keep an installed thestage-vllm-omni library out of the server.
+LEFTOVER_POLICIES = ("stop", "refuse")
+# The "vllm-omni" system asks for stock vllm-omni. Neither vllm nor vllm-omni reads this
+# variable (outside code enters as entry-point plugins); it marks the intent, and
+# thetalker.serving_env checks what the server really loaded.
 VLLM_OMNI_STOCK_ENV = {"THESTAGE_VLLM_OMNI": "0"}
 LOG_TAIL_LINES = 30
 _POLL_S = 0.2
@@ -90,6 +107,12 @@ class ServerSpec:
     stop_grace_s: float = 20.0
     executable: str = "vllm-omni"  # the vllm-omni launcher's program (found on PATH)
     mps_control: str = "nvidia-cuda-mps-control"
+    # Names of variables copied from this environment to the server (their values are secret:
+    # never recorded).
+    secret_env: list[str] = field(default_factory=list)
+    record_path: str | Path | None = None  # None: <log stem>.pid.json beside an explicit log
+    leftover: str = "stop"  # a still-running server from the record: "stop" it or "refuse"
+    check_gpu: bool = True  # vllm-omni launcher: refuse a GPU nvidia-smi shows in use
 
 
 @dataclass
@@ -97,19 +120,24 @@ class RunningServer:
     """A healthy server: what was run, with which variables, where it answers."""
 
     base_url: str  # no trailing /v1
-    command: list[str]
-    env: dict[str, str]  # only the variables set on top of the inherited environment
+    command: list[str]  # redacted (thetalker.redact): safe to record
+    env: dict[str, str]  # the variables set on top of the inherited environment, redacted
     pid: int
     port: int
     log_path: Path
     voice: str | None = None  # the registered voice's name, when one was registered
+    pgid: int | None = None
+    record_path: Path | None = None  # the PID record (removed once the server is stopped)
+    serving_env: dict | None = None  # thetalker.serving_env.probe_serving_env's facts
 
     def as_record(self) -> dict:
         return {
             "base_url": self.base_url,
-            "command": list(self.command),
-            "env": dict(self.env),
+            "command": redact_command(self.command),
+            "env": redact_env(self.env),
             "pid": self.pid,
+            "pgid": self.pgid,
+            "port": self.port,
             "log_path": str(self.log_path),
             "voice": self.voice,
         }
@@ -184,16 +212,43 @@ def _wait_group_gone(proc: subprocess.Popen, pgid: int, deadline: float) -> bool
         time.sleep(0.05)
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM are only remembered inside the block, then delivered again to the
+    handlers that were there before (KeyboardInterrupt, a guard): a second Ctrl-C can no longer
+    cut a stop short. Only the main thread may set handlers (signals only arrive there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {
+        sig: signal.signal(sig, lambda signum, _frame: held.append(signum)) for sig in _STOP_SIGNALS
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        for sig in dict.fromkeys(held):  # each signal once, in arrival order
+            signal.raise_signal(sig)
+
+
 def stop_process_group(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
-    """SIGTERM the process group of ``proc`` (its own session), then SIGKILL after ``grace_s``."""
+    """SIGTERM the process group of ``proc`` (its own session), then SIGKILL whatever is left
+    after ``grace_s``. SIGINT/SIGTERM arriving meanwhile wait until the group is gone."""
     pgid = proc.pid  # start_new_session=True makes the leader's pid the group id
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+    with _signals_held():
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, sig)
-        if _wait_group_gone(proc, pgid, time.monotonic() + wait_s):
-            break
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=5.0)
+            os.killpg(pgid, signal.SIGTERM)
+        if not _wait_group_gone(proc, pgid, time.monotonic() + grace_s):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+            _wait_group_gone(proc, pgid, time.monotonic() + 10.0)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5.0)
 
 
 def _health_ok(base_url: str) -> bool:
@@ -296,34 +351,40 @@ class _TermGuard:
     """Turns the first SIGTERM into SystemExit(143) so ``finally`` blocks run.
 
     Only the main thread may set signal handlers; elsewhere the guard does nothing. Once
-    cleanup has begun (``disarm``) a SIGTERM is only remembered, so it cannot cut the cleanup
-    short; ``restore`` then raises it, unless an exception is already on its way out.
+    cleanup has begun (``disarm``) SIGTERM and SIGINT are only remembered, so neither can cut
+    the cleanup short; ``restore`` then raises the first (SystemExit(143) or
+    KeyboardInterrupt), unless an exception is already on its way out.
     """
 
     def __init__(self) -> None:
         self.armed = False
         self.pending: int | None = None
-        self._previous: Callable | int | None = None
+        self._previous: dict[int, Callable | int | None] = {}
         self._installed = threading.current_thread() is threading.main_thread()
         if self._installed:
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self._previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._handle)
             self.armed = True
 
     def _handle(self, signum: int, frame: object) -> None:
         if self.armed:
             self.armed = False
             raise SystemExit(128 + signum)
-        self.pending = signum
+        if self.pending is None:
+            self.pending = signum
 
     def disarm(self) -> None:
         self.armed = False
+        if self._installed and signal.SIGINT not in self._previous:
+            self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._handle)
 
     def restore(self, unwinding: bool) -> None:
         if not self._installed:
             return
-        previous = self._previous if self._previous is not None else signal.SIG_DFL
-        signal.signal(signal.SIGTERM, previous)
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
         if self.pending is not None and not unwinding:
+            if self.pending == signal.SIGINT:
+                raise KeyboardInterrupt
             raise SystemExit(128 + self.pending)
 
 
@@ -349,14 +410,101 @@ def _resolve_program(cmd: list[str], env: dict[str, str]) -> list[str]:
     return [program, *cmd[1:]]
 
 
+def _record_path(spec: ServerSpec, log_path: Path) -> Path:
+    if spec.record_path is not None:
+        return Path(spec.record_path)
+    return log_path.with_name(log_path.stem + ".pid.json")
+
+
+def _clear_leftover(record_path: Path, spec: ServerSpec) -> None:
+    """Stop (or refuse) a server an earlier run of this job left running; see the docstring."""
+    found = _leftover.find_leftover(record_path)
+    if found is None:
+        _leftover.remove_record(record_path)
+        return
+    where = f"{found.describe()}, recorded in {record_path}"
+    if found.launcher_pid is not None:
+        raise ServerStartError(
+            f"{where}, is still served by a running launcher PID {found.launcher_pid}"
+        )
+    if spec.leftover == "refuse":
+        raise ServerStartError(
+            f"{where}, is left from an earlier run; stop it with: kill -TERM -- -{found.pgid}"
+        )
+    print(f"thetalker.launch: stopping leftover {where}", file=sys.stderr, flush=True)
+    try:
+        with _signals_held():
+            gone = _leftover.stop_group(found.pgid, spec.stop_grace_s)
+    except PermissionError:
+        gone = False
+    if not gone:
+        raise ServerStartError(f"{where}, could not be stopped (permission denied?)")
+    _leftover.remove_record(record_path)
+
+
+def _secret_values(names: list[str]) -> dict[str, str]:
+    values = {}
+    for name in names:
+        if name not in os.environ:
+            raise ServerStartError(f"secret_env: variable {name} is not set in the environment")
+        values[str(name)] = os.environ[name]
+    return values
+
+
+def _check_port(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            pid = _leftover.port_holder(host, port)
+            holder = _leftover.describe_pid(pid) if pid else "a process this user cannot see"
+            raise ServerStartError(f"port {port} on {host} is already in use by {holder}") from None
+
+
+def _check_gpu_empty() -> None:
+    try:
+        pids = gpu_compute_pids()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        print(f"thetalker.launch: warning: GPU check skipped: {exc}", file=sys.stderr, flush=True)
+        return
+    if pids:
+        holders = ", ".join(_leftover.describe_pid(p) for p in pids)
+        raise ServerStartError(f"the GPU is in use by {holders}; a measured run needs it empty")
+
+
+def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict:
+    """What the server's interpreter has installed (plugins included); warns when a stock
+    (THESTAGE_VLLM_OMNI=0) server would load the thestage library anyway."""
+    python = sys.executable if spec.launcher == "local" else server_python(cmd, env)
+    facts = probe_serving_env(python, env)
+    verdict = contamination(facts, None, None, spec.env)
+    if verdict["stock_contaminated"]:
+        names = ", ".join(str(p.get("name")) for p in verdict["thestage_plugins"]) or "?"
+        print(
+            f"thetalker.launch: warning: a stock vllm-omni server, but thestage-vllm-omni "
+            f"{verdict['thestage_version']} is installed and its plugin(s) {names} will load "
+            "(THESTAGE_VLLM_OMNI is read by neither vllm nor vllm-omni; VLLM_PLUGINS filters)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return facts
+
+
 @contextlib.contextmanager
 def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
     """Serve ``spec`` for the duration of the block; see the module docstring."""
     if spec.launcher not in LAUNCHERS:
         raise ValueError(f"ServerSpec.launcher: {spec.launcher!r} is not one of {LAUNCHERS}")
-    port = spec.port if spec.port is not None else free_port(spec.host)
+    if spec.leftover not in LEFTOVER_POLICIES:
+        raise ValueError(
+            f"ServerSpec.leftover: {spec.leftover!r} is not one of {LEFTOVER_POLICIES}"
+        )
     log_path, voices_dir = _prepare_paths(spec)
+    record_path = _record_path(spec, log_path)
+    _clear_leftover(record_path, spec)
+    port = spec.port if spec.port is not None else free_port(spec.host)
     set_env = {str(k): str(v) for k, v in spec.env.items()}
+    set_env.update(_secret_values(spec.secret_env))
     if spec.launcher == "vllm-omni":
         set_env["SPEAKER_SAMPLES_DIR"] = str(voices_dir)
     else:
@@ -369,11 +517,16 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
     unwinding = True
     try:
         cmd = _resolve_program(build_command(spec_for_cmd, port), base_env)
+        shown = redact_command(cmd) or []
+        _check_port(spec.host, port)
+        if spec.launcher == "vllm-omni" and spec.check_gpu:
+            _check_gpu_empty()
         if spec.mps:
             mps = _start_mps(spec, log_path.parent, base_env)
             set_env.update(mps.env)
+        serving_env = _probe(spec, cmd, {**os.environ, **set_env})
         with open(log_path, "ab") as log:
-            log.write(f"# thetalker.launch: {' '.join(cmd)}\n".encode())
+            log.write(f"# thetalker.launch: {' '.join(shown)}\n".encode())
             log.flush()
             proc = subprocess.Popen(
                 cmd,
@@ -383,15 +536,20 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        # At once, before the health wait: a launcher killed now leaves a findable server.
+        _leftover.write_record(record_path, pid=proc.pid, port=port, host=spec.host, command=shown)
         base_url = f"http://{spec.host}:{port}"
-        _wait_healthy(proc, base_url, spec.health_timeout_s, log_path, cmd)
+        _wait_healthy(proc, base_url, spec.health_timeout_s, log_path, shown)
         server = RunningServer(
             base_url=base_url,
-            command=cmd,
-            env=dict(set_env),
+            command=shown,
+            env=redact_env(set_env) or {},
             pid=proc.pid,
             port=port,
             log_path=log_path,
+            pgid=proc.pid,
+            record_path=record_path,
+            serving_env=serving_env,
         )
         if spec.register_voice:
             server.voice = register_voice(base_url, spec.register_voice)
@@ -402,6 +560,8 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
         try:
             if proc is not None:
                 stop_process_group(proc, spec.stop_grace_s)
+                if not group_alive(proc.pid):
+                    _leftover.remove_record(record_path)
         finally:
             try:
                 if mps is not None:

@@ -1,0 +1,195 @@
+"""A server left running by an earlier run: its record, how it is found, and who holds a port.
+
+``launch_server`` writes a record the moment its server starts (``write_record``: PID,
+process group, port, the leader's start time from ``/proc/PID/stat``) and removes it once
+the group is gone. A job killed by SIGKILL (``kill -9``, the OOM killer) cannot clean up, so
+its record stays; the next run of the same job reads it (``find_leftover``) and stops that
+group or refuses. A PID alone proves nothing (PIDs are reused): the leader counts as the same
+process only when its start time matches the record; a group whose leader is gone but whose
+members still run is still that group (Linux never reuses a PID that is a live group's id).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "RECORD_SCHEMA",
+    "Leftover",
+    "start_ticks",
+    "write_record",
+    "read_record",
+    "remove_record",
+    "find_leftover",
+    "describe_pid",
+    "port_holder",
+    "group_members",
+    "stop_group",
+]
+
+RECORD_SCHEMA = "thetalker.server-record/1"
+_PROC = Path("/proc")
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        text = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[-1].split()  # fields from "state" on (field 3 of proc(5))
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time (clock ticks since boot, proc(5) field 22); None when gone or
+    a zombie."""
+    fields = _stat_fields(pid)
+    if fields is None or len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) PIDs whose process group is ``pgid``."""
+    members = []
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields and len(fields) > 2 and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def describe_pid(pid: int) -> str:
+    """``PID 123 (python -m x ...)``: the command line cut to 120 characters when readable."""
+    try:
+        raw = (_PROC / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return f"PID {pid}"
+    from thetalker.redact import redact_command
+
+    words = redact_command(raw.decode("utf-8", "replace").split("\0")[:-1] or []) or []
+    text = " ".join(words)
+    return f"PID {pid} ({text[:120]})" if text else f"PID {pid}"
+
+
+def write_record(path: Path, *, pid: int, port: int, host: str, command: list[str]) -> None:
+    """Write the server's record atomically (``command`` already redacted)."""
+    record = {
+        "schema_version": RECORD_SCHEMA,
+        "pid": pid,
+        "pgid": pid,  # start_new_session: the leader's PID is the group's id
+        "port": port,
+        "host": host,
+        "start_ticks": start_ticks(pid),
+        "command": command,
+        "launcher_pid": os.getpid(),
+        "launcher_start_ticks": start_ticks(os.getpid()),
+        "written_at": time.time(),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """The record, or None when there is none or it cannot be read as one."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("pgid"), int):
+        return None
+    return record
+
+
+def remove_record(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+@dataclass
+class Leftover:
+    """A still-running group from a record; ``launcher_pid`` set when its launcher also runs."""
+
+    pid: int
+    pgid: int
+    port: int | None
+    members: list[int]
+    launcher_pid: int | None
+
+    def describe(self) -> str:
+        port = f", port {self.port}" if self.port else ""
+        return f"server {describe_pid(self.members[0])} (process group {self.pgid}{port})"
+
+
+def find_leftover(path: Path) -> Leftover | None:
+    """The server group a record names, when it still runs and is the same one."""
+    record = read_record(path)
+    if record is None:
+        return None
+    pid, pgid = int(record.get("pid", record["pgid"])), int(record["pgid"])
+    ticks = start_ticks(pid)
+    if ticks is not None and ticks != record.get("start_ticks"):
+        return None  # the PID now belongs to another process: the recorded group is gone
+    members = group_members(pgid)
+    if not members:
+        return None
+    launcher = record.get("launcher_pid")
+    launcher_alive = (
+        isinstance(launcher, int)
+        and launcher != os.getpid()
+        and start_ticks(launcher) is not None
+        and start_ticks(launcher) == record.get("launcher_start_ticks")
+    )
+    return Leftover(
+        pid=pid,
+        pgid=pgid,
+        port=record.get("port"),
+        members=members,
+        launcher_pid=launcher if launcher_alive else None,
+    )
+
+
+def stop_group(pgid: int, grace_s: float) -> bool:
+    """SIGTERM a group that is not our child, SIGKILL after ``grace_s``; True when it is gone.
+
+    Raises PermissionError when the group belongs to another user."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return True
+        deadline = time.monotonic() + wait_s
+        while group_members(pgid):
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        else:
+            return True
+    return not group_members(pgid)
+
+
+def port_holder(host: str, port: int) -> int | None:
+    """The PID listening on ``host:port`` (None when none is found or it cannot be seen)."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    try:
+        connections = psutil.net_connections(kind="inet")
+    except (psutil.Error, OSError):
+        return None
+    for conn in connections:
+        listening = conn.laddr and conn.status == psutil.CONN_LISTEN and conn.pid
+        if listening and conn.laddr.port == port and conn.laddr.ip in (host, "0.0.0.0", "::"):
+            return int(conn.pid)
+    return None
