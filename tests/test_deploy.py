@@ -22,9 +22,12 @@ PUBLISHED = ("qwen3tts17b", "qwen3tts06b", "voxcpm2", "moss", "omnivoice")
 # value written on the line.
 CHANGED = {
     "qwen3tts17b": {
+        "model_runner": "v2",
         "codec_chunk_frames": "25",
         "initial_codec_chunk_frames": "1",
+        "ref_code_context_frames": "unset",
         "decode_cudagraph_batch_sizes": "unset",
+        "max_num_batched_tokens": "512",
     },
     "voxcpm2": {"max_num_seqs": "8", "unified_decode_graph_max_batch_size": "8"},
     "moss": {
