@@ -93,7 +93,8 @@ def piece_sizes(n_words: int, plan: ChunkPlan, first_of_stream: bool) -> list[in
         left -= take
         size = max(rest, minimum)
     if len(sizes) > 1 and sizes[-1] < minimum:
-        sizes[-2] += sizes.pop()
+        last = sizes.pop()
+        sizes[-1] += last
     return sizes
 
 
