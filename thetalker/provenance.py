@@ -5,7 +5,13 @@ dirty flag, the config slice the run used, the deploy file (path, sha256, conten
 command line and the variables set for it, the server's ``/version`` and ``/v1/models``, the
 installed versions of the packages that matter, the GPU (or CPU), the host, the Slurm job it
 ran in (if any), start and end times (ISO 8601 UTC), the seed, the sha256 of the prompt set
-and of the reference clip, and the resource sampler's peaks. Nothing here raises because a
+and of the reference clip, the resource sampler's peaks, and what the serving environment has
+installed (``serving_env``: vllm, vllm-omni, thestage-vllm-omni and the entry-point plugins the
+server loads; ``stock_contaminated`` true when a stock vllm-omni point was served with the
+thestage library active, see ``thetalker.serving_env``, with a warning on stderr, the job
+log). No secret is written: env values of secret-looking names, ``--api-key``-style values
+in command lines and passwords in URLs are redacted (``thetalker.redact``), in the config
+slice too. Nothing here raises because a
 fact is unavailable: a server that does not answer, a file that is gone or a missing ``git``
 becomes ``None`` or an ``error`` string, so measuring never fails for want of its provenance.
 
@@ -36,10 +42,10 @@ import importlib.metadata
 import json
 import os
 import platform
-import re
 import shutil
 import socket
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -48,6 +54,9 @@ from pathlib import Path
 from typing import Any
 
 from thetalker.records import write_json
+from thetalker.redact import redact_command, redact_config, redact_url
+from thetalker.redact import redact_env as _redact_env
+from thetalker.serving_env import contamination
 
 __all__ = [
     "PROVENANCE_SCHEMA",
@@ -70,14 +79,13 @@ PACKAGES = (
     "thetalker",
     "vllm",
     "vllm-omni",
+    "thestage-vllm-omni",
     "torch",
     "piper-tts",
     "faster-whisper",
     "onnxruntime",
 )
 HTTP_TIMEOUT_S = 3.0
-# Values of variables whose names look like credentials never reach a results folder.
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|CREDENTIAL", re.I)
 _PathLike = str | os.PathLike[str]
 _SLURM_VARS = (
     "SLURM_JOB_ID",
@@ -251,11 +259,7 @@ def fetch_json(url: str, timeout_s: float = HTTP_TIMEOUT_S) -> dict[str, Any]:
 
 def redact_env(env: Mapping[str, str] | None) -> dict[str, str] | None:
     """The variables set for the server, values of credential-like names replaced."""
-    if env is None:
-        return None
-    return {
-        str(k): ("<redacted>" if _SECRET_NAME.search(str(k)) else str(v)) for k, v in env.items()
-    }
+    return _redact_env(env)
 
 
 def _server_version(version: dict[str, Any]) -> str | None:
@@ -311,12 +315,27 @@ def collect_provenance(
         root = base_url.rstrip("/")
         version = fetch_json(f"{root}/version", http_timeout_s)
         models = fetch_json(f"{root}/v1/models", http_timeout_s)
+        for answer in (version, models):
+            answer["url"] = redact_url(answer.get("url"))
     else:
         version = models = {"url": None, "error": "no server base_url given"}
+    system = system if system is not None else job.get("system")
+    serving_env = getattr(server, "serving_env", None)
+    stock = contamination(serving_env, getattr(server, "log_path", None), system, env)
+    if stock["stock_contaminated"]:
+        names = ", ".join(str(p.get("name")) for p in stock["thestage_plugins"]) or "none listed"
+        print(
+            f"warning: {system}/{model if model is not None else job.get('model')} c{concurrency}"
+            f": a stock vllm-omni point served with thestage-vllm-omni "
+            f"{stock['thestage_version']} active (plugins: {names}; log lines: "
+            f"{len(stock['log_lines'])}); provenance marks it stock_contaminated",
+            file=sys.stderr,
+            flush=True,
+        )
 
     return {
         "schema_version": PROVENANCE_SCHEMA,
-        "system": system if system is not None else job.get("system"),
+        "system": system,
         "model": model if model is not None else job.get("model"),
         "concurrency": concurrency,
         "host": socket.gethostname(),
@@ -324,14 +343,14 @@ def collect_provenance(
         "ended_at": _iso(ended_at),
         "seed": seed,
         "workflow": {"directory": str(Path(workflow_dir).resolve()), **git_state(workflow_dir)},
-        "config": job or None,
+        "config": redact_config(job) or None,
         "deploy": file_facts(deploy_file, with_content=True),
         "prompts": file_facts(prompts),
         "reference": file_facts(reference),
         "server": {
-            "command": None if command is None else [str(c) for c in command],
+            "command": redact_command(command),
             "env": redact_env(env),
-            "base_url": base_url,
+            "base_url": redact_url(base_url),
             "version": version,
             "server_version": _server_version(version),
             "models": models,
@@ -340,6 +359,9 @@ def collect_provenance(
         "hardware": hardware(),
         "scheduler": scheduler(),
         "resources": dict(resources) if resources is not None else None,
+        "serving_env": serving_env,
+        "stock_contaminated": stock["stock_contaminated"],
+        "stock_check": stock,
     }
 
 
