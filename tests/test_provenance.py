@@ -306,3 +306,100 @@ def test_provenance_table_names_a_bad_file(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert str(bad) in err and "schema_version" in err
     assert not (tmp_path / "p.md").exists()
+
+
+# --- the serving environment: what the server's interpreter would load ----------------------
+
+
+def _fake_thestage(site: Path, version: str = "9.9.9") -> Path:
+    """A thestage-vllm-omni distribution (metadata and entry points only) on a sys.path entry."""
+    info = site / f"thestage_vllm_omni-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: thestage-vllm-omni\nVersion: {version}\n"
+    )
+    (info / "entry_points.txt").write_text(
+        "[vllm.general_plugins]\nthestage_speedup = thestage_vllm_omni.plugin:register\n\n"
+        "[vllm_omni.platform_plugins]\nthestage_platform = thestage_vllm_omni.platform:load\n"
+    )
+    return site
+
+
+def test_the_probe_reads_real_entry_points_in_the_given_environment(tmp_path, monkeypatch):
+    import os
+    import sys
+
+    from thetalker.serving_env import contamination, probe_serving_env
+
+    monkeypatch.delenv("VLLM_PLUGINS", raising=False)
+    site = _fake_thestage(tmp_path / "site")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    facts = probe_serving_env(sys.executable, env)
+    assert facts["packages"]["thestage-vllm-omni"] == "9.9.9"
+    ours = {(p["group"], p["name"]) for p in facts["plugins"] if p["dist"] == "thestage-vllm-omni"}
+    assert ours == {
+        ("vllm.general_plugins", "thestage_speedup"),
+        ("vllm_omni.platform_plugins", "thestage_platform"),
+    }
+    stock = contamination(facts, None, "vllm-omni", {"THESTAGE_VLLM_OMNI": "0"})
+    assert stock["stock"] and stock["stock_contaminated"]
+    assert {p["name"] for p in stock["thestage_plugins"]} == {
+        "thestage_speedup",
+        "thestage_platform",
+    }
+    # The thestage system itself is not stock: the same facts are no fault there.
+    assert not contamination(facts, None, "thestage-vllm-omni", {})["stock_contaminated"]
+
+    # Not installed where the server runs (only here, not on its path): clean.
+    clean = probe_serving_env(sys.executable, {**os.environ, "PYTHONPATH": ""})
+    assert clean["packages"]["thestage-vllm-omni"] is None
+    assert not contamination(clean, None, "vllm-omni", {})["stock_contaminated"]
+
+    # VLLM_PLUGINS, an allowlist, keeps it out; unless the server's log shows it active.
+    allow = probe_serving_env(sys.executable, {**env, "VLLM_PLUGINS": "vllm_omni_register_models"})
+    assert allow["VLLM_PLUGINS"] == "vllm_omni_register_models"
+    assert not contamination(allow, None, "vllm-omni", {})["stock_contaminated"]
+    log = tmp_path / "server.log"
+    log.write_text("INFO plugins: loaded thestage_speedup (thestage-vllm-omni 9.9.9)\n")
+    flagged = contamination(allow, log, "vllm-omni", {})
+    assert flagged["stock_contaminated"] and len(flagged["log_lines"]) == 1
+
+
+def test_a_stock_point_served_with_thestage_is_flagged_in_provenance_and_warned(
+    tmp_path, monkeypatch, capfd
+):
+    """End to end: the library on the server's path only; launch probes the server's own
+    interpreter (the script's #! line), provenance flags the point, the job log warns."""
+
+    from thetalker.launch import ServerSpec, launch_server
+
+    monkeypatch.delenv("VLLM_PLUGINS", raising=False)
+    site = _fake_thestage(tmp_path / "site", "1.2.3")
+    slow = Path(__file__).resolve().parent / "slow_stop_server.py"
+    spec = ServerSpec(
+        launcher="vllm-omni",
+        model_id="m",
+        executable=str(slow),
+        log_path=tmp_path / "server.log",
+        env={"THESTAGE_VLLM_OMNI": "0", "PYTHONPATH": str(site)},
+        check_gpu=False,
+        stop_grace_s=0.2,
+    )
+    with launch_server(spec) as server:
+        assert server.serving_env["packages"]["thestage-vllm-omni"] == "1.2.3"
+        data = write_provenance(
+            tmp_path / "provenance.json",
+            server=server,
+            config_slice={"system": "vllm-omni", "model": "m"},
+            concurrency=1,
+        )
+    assert data["stock_contaminated"] is True
+    assert data["serving_env"]["packages"]["thestage-vllm-omni"] == "1.2.3"
+    assert read_json(tmp_path / "provenance.json")["stock_contaminated"] is True
+    err = capfd.readouterr().err
+    assert "stock vllm-omni server, but thestage-vllm-omni 1.2.3 is installed" in err
+    assert "vllm-omni/m c1: a stock vllm-omni point served with thestage-vllm-omni 1.2.3" in err
+    from tests.processes import pid_alive
+
+    worker = (tmp_path / "server.log").read_text().split("worker pid=")[1].split()[0]
+    assert not pid_alive(server.pid) and not pid_alive(int(worker))
