@@ -31,7 +31,7 @@ ROOT=$(cd "$HERE/.." && pwd)
 usage() { echo "usage: $0 [NAME [OUT_DIR]] | OUT_DIR [HOST:PORT] [C...]" >&2; exit 2; }
 HOST_PORT=${HOST:-127.0.0.1}:${PORT:-8091}
 CONCURRENCY=${CONCURRENCY:-${CONCURRENCIES:-8 32}}
-if [ $# -eq 0 ] || thetalker-deploy "$1" >/dev/null 2>&1; then
+if [ $# -eq 0 ] || { [ "$1" != list ] && thetalker-deploy "$1" >/dev/null 2>&1; }; then
     [ $# -le 2 ] || usage
     NAME=${1:-${NAME:-piper-joe}}
     OUT_DIR=${2:-results/sweep/$NAME}

@@ -190,6 +190,19 @@ def test_request_sh_reports_the_servers_error(local_server: str, tmp_path: Path)
     assert '"error"' in result.stderr and "task_type" in result.stderr
 
 
+def test_request_sh_sends_an_uploaded_voice_as_voice(tmp_path: Path) -> None:
+    with start_scripted_server(Script(chunks=((0.0, 4800),))) as server:
+        env = {**os.environ, "PORT": str(server.port), "VOICE": "thetalker_ref"}
+        result = run(
+            ["bash", str(EXAMPLES / "request.sh"), "preset", str(tmp_path / "v.pcm")], env=env
+        )
+        bodies = [r.body for r in server.requests]
+    assert result.returncode == 0, result.stderr
+    assert [(b["voice"], b["task_type"], "speaker" in b) for b in bodies] == [
+        ("thetalker_ref", "CustomVoice", False)
+    ]
+
+
 def test_request_sh_rejects_an_unknown_mode() -> None:
     result = run(["bash", str(EXAMPLES / "request.sh"), "sing"])
     assert result.returncode == 2 and "usage" in result.stderr
@@ -252,6 +265,34 @@ def test_run_streaming_says_whether_a_player_would_have_stalled(
         underrun = float(re.search(r"worst underrun ([0-9.]+) s", result.stdout).group(1))
         assert underrun > 0.5
     assert read_wav(tmp_path / "s.wav")[1] == 24000  # the rate came from the WAV header
+
+
+@pytest.mark.parametrize(
+    ("args", "voice_fields"),
+    [
+        ((), {"speaker": "joe", "task_type": "CustomVoice"}),  # nothing given: the local voice
+        (("--voice", "thetalker_ref"), {"voice": "thetalker_ref", "task_type": "CustomVoice"}),
+        (("--speaker", "Ryan"), {"speaker": "Ryan", "task_type": "CustomVoice"}),
+        (("--ref-audio", str(REF_WAV), "--ref-text", "Hi."), {"task_type": "Base"}),
+    ],
+)
+def test_run_streaming_host_port_and_the_voice_in_the_body(
+    tmp_path: Path, args: tuple[str, ...], voice_fields: dict[str, str]
+) -> None:
+    with start_scripted_server(Script(chunks=((0.0, 4800),))) as server:
+        result = python_example(
+            "run_streaming.py", "--host", "127.0.0.1", "--port", str(server.port),
+            "--text", "Hi.", "--out", str(tmp_path / "s.wav"), *args,
+        )  # fmt: skip
+        bodies = [r.body for r in server.requests]
+    assert result.returncode == 0, result.stderr
+    assert len(bodies) == 1
+    body = bodies[0]
+    for key, value in voice_fields.items():
+        assert body[key] == value, body
+    assert {"voice", "speaker", "ref_audio"} & set(body) == (
+        {"ref_audio"} if "--ref-audio" in args else set(voice_fields) - {"task_type"}
+    )
 
 
 def test_run_streaming_pcm_needs_a_sample_rate() -> None:
@@ -541,6 +582,23 @@ def test_run_sweep_reports_a_failed_point_and_exits_1(tmp_path: Path) -> None:
         result = run(["bash", str(EXAMPLES / "run_sweep.sh"), "piper-joe", str(tmp_path)], env=env)
     assert result.returncode == 1
     assert "failed point(s): c=1" in result.stderr
+
+
+def test_run_sweep_in_the_originals_positional_form(tmp_path: Path) -> None:
+    # run_sweep.sh OUT_DIR HOST:PORT C...: the model is $NAME's (default piper-joe, 22050 Hz).
+    with start_scripted_server(Script(chunks=((0.0, 4410),)), sample_rate=22050) as server:
+        env = {**os.environ, "REQUESTS": "1", "WARMUP": "0"}
+        result = run(
+            ["bash", str(EXAMPLES / "run_sweep.sh"), str(tmp_path), f"127.0.0.1:{server.port}",
+             "1", "2"],
+            env=env,
+        )  # fmt: skip
+        speakers = {r.body.get("speaker") for r in server.requests}
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert speakers == {"joe"}
+    for c in (1, 2):
+        assert json.loads((tmp_path / f"c{c}" / "summary.json").read_text())["n_ok"] == 1
+        assert re.search(rf"^\s+{c}\s+1/1\s", result.stdout, re.M), result.stdout
 
 
 def test_run_sweep_unknown_name_exits_2(tmp_path: Path) -> None:

@@ -71,6 +71,13 @@ def voices(base_url: str) -> list[str]:
         return json.load(r)["voices"]
 
 
+def uploaded_ref_text(base_url: str, name: str) -> str | None:
+    """The transcript the server stored with the uploaded voice `name`."""
+    with urllib.request.urlopen(base_url + "/v1/audio/voices", timeout=10) as r:
+        uploaded = json.load(r)["uploaded_voices"]
+    return next(v.get("ref_text") for v in uploaded if v["name"] == name)
+
+
 def delete_voice(base_url: str, name: str) -> None:
     request = urllib.request.Request(f"{base_url}/v1/audio/voices/{name}", method="DELETE")
     with urllib.request.urlopen(request, timeout=10) as r:
@@ -128,9 +135,6 @@ def test_thetalker_deploy_sample_rate_before_the_name(workdir: Path) -> None:
 # -- voices -------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=False, reason="the no-subcommand form of thetalker-voice is being added (helper H1)"
-)
 def test_thetalker_voice_registers_without_a_subcommand(
     local_server: LocalServer,  # noqa: F811
     workdir: Path,
@@ -144,6 +148,7 @@ def test_thetalker_voice_registers_without_a_subcommand(
         assert result.returncode == 0, result.stderr
         assert "thetalker_ref" in result.stdout
         assert "thetalker_ref" in voices(local_server.base_url)
+        assert uploaded_ref_text(local_server.base_url, "thetalker_ref") == TRANSCRIPT
     finally:
         if "thetalker_ref" in voices(local_server.base_url):
             delete_voice(local_server.base_url, "thetalker_ref")
@@ -162,7 +167,7 @@ def test_the_curl_upload_registers_the_voice(
         assert result.returncode == 0, result.stderr
         answer = json.loads(result.stdout)
         assert answer["success"] is True and answer["voice"]["name"] == "thetalker_ref"
-        assert "thetalker_ref" in voices(local_server.base_url)
+        assert uploaded_ref_text(local_server.base_url, "thetalker_ref") == TRANSCRIPT
     finally:
         if "thetalker_ref" in voices(local_server.base_url):
             delete_voice(local_server.base_url, "thetalker_ref")
