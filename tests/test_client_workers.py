@@ -170,12 +170,19 @@ def test_progress_reports_reach_the_parent_from_the_workers(
     scripted_server: ScriptedServer, tmp_path: Path
 ):
     scripted_server.default = Script(chunks=((0, 4800), (0.3, 4800)))
-    reports: list[Progress] = []
     opts = BenchOptions(
         base_url=scripted_server.base_url, requests=6, warmup=0, sample_rate=24000,
         concurrency=2, workers=2,
     )  # fmt: skip
-    run_benchmark(opts, _prompts(6), tmp_path, reports.append, progress_interval_s=0.1)
+    reports: list[Progress] = []
+
+    class Collect:  # a reporter: called with each Progress, as often as interval_s says
+        interval_s = 0.1
+
+        def __call__(self, p: Progress) -> None:
+            reports.append(p)
+
+    run_benchmark(opts, _prompts(6), tmp_path, Collect())
     assert reports[-1] == Progress("c2", 6, 6, 0, reports[-1].elapsed_s, 0.0)
     assert [r.done for r in reports] == sorted(r.done for r in reports)
 

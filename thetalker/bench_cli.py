@@ -17,9 +17,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from thetalker.client import (
-    RESPONSE_FORMATS,
-    STREAM_FORMATS,
-    TASK_TYPES,
     BenchError,
     BenchOptions,
     OptionsError,
@@ -35,7 +32,7 @@ from thetalker.client.progress import (
     format_point_end,
 )
 from thetalker.prompts import PromptError, load_prompts
-from thetalker.speech_api import VOICES_LIST_HINT
+from thetalker.speech_api import RESPONSE_FORMATS, STREAM_FORMATS, TASK_TYPES, VOICES_LIST_HINT
 
 __all__ = [
     "build_parser",
@@ -164,36 +161,25 @@ def require_speaker(opts: BenchOptions) -> None:
         )
 
 
+# BenchOptions fields whose flag has the same name (--max-new-tokens -> max_new_tokens).
+_SAME_NAMES = (
+    "model", "task_type", "voice", "ref_audio", "ref_text", "instructions", "max_new_tokens",
+    "stream_format", "response_format", "sample_rate", "concurrency", "request_rate",
+    "requests", "warmup", "seed", "save_audio_count", "workers", "max_error_rate",
+    "register_voice",
+)  # fmt: skip
+
+
 def options_from_args(args: argparse.Namespace) -> BenchOptions:
-    base_url = args.base_url or f"http://{args.host}:{args.port}"
-    speaker = _speaker(args)
     return BenchOptions(
-        base_url=base_url,
-        model=args.model,
-        task_type=args.task_type,
-        speaker=speaker,
-        voice=args.voice,
-        ref_audio=args.ref_audio,
-        ref_text=args.ref_text,
-        instructions=args.instructions,
+        **{name: getattr(args, name) for name in _SAME_NAMES},
+        base_url=args.base_url or f"http://{args.host}:{args.port}",
+        speaker=_speaker(args),
         language=args.language or None,
-        max_new_tokens=args.max_new_tokens,
-        stream_format=args.stream_format,
-        response_format=args.response_format,
-        sample_rate=args.sample_rate,
         expected_sample_rate=_expected_sample_rate(args),
-        concurrency=args.concurrency,
-        request_rate=args.request_rate,
-        requests=args.requests,
-        warmup=args.warmup,
-        seed=args.seed,
         timeout_s=args.timeout,
         save_audio_dir=args.save_audio,
-        save_audio_count=args.save_audio_count,
-        workers=args.workers,
-        max_error_rate=args.max_error_rate,
         threshold_s=args.threshold,
-        register_voice=args.register_voice,
     )
 
 
@@ -204,11 +190,15 @@ def exit_status(summary: dict[str, Any], max_error_rate: float) -> int:
     return 1 if (summary.get("error_rate") or 0.0) > max_error_rate else 0
 
 
-def progress_reporter(stream: Any) -> ProgressReporter:
+def progress_reporter(stream: Any, interval_s: float = DEFAULT_INTERVAL_S) -> ProgressReporter:
     """A bar rewritten in place on a terminal, else one line per report."""
     if stream.isatty():
-        return TtyReporter(stream, prefix=f"{PROG}: ")
-    return LineReporter(lambda line: print(f"{PROG}: {line}", file=stream, flush=True))
+        return TtyReporter(stream, prefix=f"{PROG}: ", interval_s=interval_s)
+
+    def emit(line: str) -> None:
+        print(f"{PROG}: {line}", file=stream, flush=True)
+
+    return LineReporter(emit, interval_s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,9 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         require_speaker(opts)
     except (PromptError, OptionsError) as exc:
         parser.error(str(exc))
-    progress = progress_reporter(sys.stderr)
+    progress = progress_reporter(sys.stderr, args.progress_interval)
     try:
-        summary = run_benchmark(opts, prompts, Path(args.out_dir), progress, args.progress_interval)
+        summary = run_benchmark(opts, prompts, Path(args.out_dir), progress)
     except KeyboardInterrupt:
         print(f"\n{PROG}: interrupted; finished requests are in {args.out_dir}", file=sys.stderr)
         return 130

@@ -30,7 +30,7 @@ Modules, one job each:
 - `sinks`: where records are built and written (a thread, or a process for many streams)
 - `probe`: the server's sample rate
 - `schedule`: closed loop and open loop, for the in-process run and the workers alike
-- `dispatch`: the run's session and `send`
+- `sender`: the run's session and `send`
 - `child`: what every spawned process does first (Ctrl-C to the parent, parent watch)
 - `workers`: the scored requests over processes
 - `summary`: summary.json
@@ -42,9 +42,6 @@ from __future__ import annotations
 
 from thetalker.client.body import build_request_body
 from thetalker.client.options import (
-    RESPONSE_FORMATS,
-    STREAM_FORMATS,
-    TASK_TYPES,
     BenchError,
     BenchOptions,
     OptionsError,
@@ -63,6 +60,7 @@ from thetalker.client.progress import (
 )
 from thetalker.client.run import arun_benchmark, run_benchmark
 from thetalker.client.schedule import new_event_loop
+from thetalker.speech_api import RESPONSE_FORMATS, STREAM_FORMATS, TASK_TYPES
 
 __all__ = [
     "TASK_TYPES",

@@ -15,9 +15,6 @@ from thetalker.speech_api import (
 from thetalker.wavio import WavError, check_reference_clip
 
 __all__ = [
-    "TASK_TYPES",
-    "STREAM_FORMATS",
-    "RESPONSE_FORMATS",
     "BenchOptions",
     "BenchError",
     "OptionsError",

@@ -1,7 +1,8 @@
 """Progress during a load point, and the point's end line, each figure with its unit.
 
-The run counts its scored requests in a `Tally`; every `interval_s` (and once when the
-scored requests end) it hands a `Progress` snapshot to the caller's reporter. Reporters
+The run counts its scored requests in a `Tally`; every `interval_s` (the reporter's
+attribute, else `DEFAULT_INTERVAL_S`) and once when the scored requests end, it hands a
+`Progress` snapshot to the caller's reporter. Reporters
 here: `LineReporter` (one log line per report, for a log or a pipe) and `TtyReporter` (a
 single-line bar rewritten with `\\r`, for a terminal):
 
@@ -103,10 +104,12 @@ def format_point_end(summary: dict[str, Any], label: str | None = None) -> str:
 
 
 class LineReporter:
-    """One line per report through `emit` (a logger's `info`, or `print`)."""
+    """One line per report through `emit` (a logger's `info`, or `print`), every
+    `interval_s` seconds."""
 
-    def __init__(self, emit: Callable[[str], Any]) -> None:
+    def __init__(self, emit: Callable[[str], Any], interval_s: float = DEFAULT_INTERVAL_S) -> None:
         self._emit = emit
+        self.interval_s = interval_s
 
     def __call__(self, p: Progress) -> None:
         self._emit(format_progress(p))
@@ -116,8 +119,15 @@ class TtyReporter:
     """A single-line progress bar on a terminal, rewritten in place with `\\r`; the line
     ends when the point's last request is done."""
 
-    def __init__(self, stream: IO[str], prefix: str = "", width: int = 24) -> None:
+    def __init__(
+        self,
+        stream: IO[str],
+        prefix: str = "",
+        width: int = 24,
+        interval_s: float = DEFAULT_INTERVAL_S,
+    ) -> None:
         self._stream = stream
+        self.interval_s = interval_s
         self._prefix = prefix
         self._width = width
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from thetalker.client.body import BodyEncoder, build_request_body
-from thetalker.client.dispatch import Sender, open_session
 from thetalker.client.options import (
     BenchError,
     BenchOptions,
@@ -30,6 +29,7 @@ from thetalker.client.progress import (
 from thetalker.client.receive import _Exchange
 from thetalker.client.record import RunContext
 from thetalker.client.schedule import arrival_offsets, closed_loop, dispatch, new_event_loop
+from thetalker.client.sender import Sender, open_session
 from thetalker.client.sinks import open_sink
 from thetalker.client.summary import point_summary
 from thetalker.client.workers import run_workers
@@ -46,12 +46,12 @@ async def arun_benchmark(
     prompts: Sequence[Prompt],
     out_dir: str | os.PathLike[str],
     progress: ProgressReporter | None = None,
-    progress_interval_s: float = DEFAULT_INTERVAL_S,
 ) -> dict[str, Any]:
     """Run one load point; write `records.jsonl` (as requests finish) and `summary.json`.
 
-    `progress`, when given, gets a `Progress` of the scored requests every
-    `progress_interval_s` seconds and once when they are all done.
+    `progress`, when given, gets a `Progress` of the scored requests every `interval_s`
+    seconds (the reporter's attribute; 5 s for a plain callable) and once when they are
+    all done.
 
     On cancellation the finished requests are already on disk, in-flight ones are written
     as `cancelled`, a summary with `complete: false` is written, and CancelledError goes on.
@@ -59,8 +59,9 @@ async def arun_benchmark(
     validate_options(opts)
     if not prompts:
         raise OptionsError("prompts: no prompts given")
-    if not progress_interval_s > 0:
-        raise OptionsError(f"progress_interval_s: must be > 0 (got {progress_interval_s})")
+    interval_s = getattr(progress, "interval_s", DEFAULT_INTERVAL_S)
+    if not interval_s > 0:
+        raise OptionsError(f"progress: interval_s must be > 0 (got {interval_s})")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     base_url = normalize_base_url(opts.base_url)
@@ -115,7 +116,7 @@ async def arun_benchmark(
             tally.t_start = time.monotonic()
             reporting = None
             if progress is not None:
-                reporting = asyncio.create_task(report_every(tally, progress, progress_interval_s))
+                reporting = asyncio.create_task(report_every(tally, progress, interval_s))
             try:
                 if effective_workers(opts) > 1:
                     spread = await run_workers(opts, ctx, ref_uri, items, sink, tally)
@@ -148,9 +149,8 @@ def run_benchmark(
     prompts: Sequence[Prompt],
     out_dir: str | os.PathLike[str],
     progress: ProgressReporter | None = None,
-    progress_interval_s: float = DEFAULT_INTERVAL_S,
 ) -> dict[str, Any]:
     """`arun_benchmark` on a fresh event loop (uvloop when installed). Ctrl-C cancels the
     run cleanly (see arun_benchmark) and then raises KeyboardInterrupt."""
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        return runner.run(arun_benchmark(opts, prompts, out_dir, progress, progress_interval_s))
+        return runner.run(arun_benchmark(opts, prompts, out_dir, progress))

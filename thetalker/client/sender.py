@@ -1,4 +1,4 @@
-"""Sending one request: the run's HTTP session and the `send` used by every schedule.
+"""Sending one request: the run's HTTP session and the `send` every schedule calls.
 
 The in-process run and each worker process open one session (`open_session`) and one
 `Sender`; the sender encodes the body, runs the receive loop, and hands the exchange to the
