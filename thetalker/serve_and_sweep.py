@@ -17,6 +17,7 @@ files beside its records:
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import sys
 from collections.abc import Sequence
@@ -95,7 +96,7 @@ def bench_options(
 def run_job(job: BenchJob, point_dirs: Sequence[Path], server_log: Path) -> list[dict[str, Any]]:
     """Serve the job's model and run each concurrency point into its folder (same order as
     `job.concurrency`); return the point summaries. A failed point stops the job."""
-    from thetalker.client import run_benchmark
+    from thetalker.client import LineReporter, format_point_end, run_benchmark
     from thetalker.launch import launch_server
     from thetalker.prompts import load_prompts
     from thetalker.provenance import utc_now, write_provenance
@@ -106,6 +107,8 @@ def run_job(job: BenchJob, point_dirs: Sequence[Path], server_log: Path) -> list
             f"{len(point_dirs)} point folders for {len(job.concurrency)} concurrency points"
         )
     prompts = load_prompts(job.prompts)
+    # "c8: 120/300 done, 2 errors, 41 s elapsed, ~62 s left" every few seconds, into the log.
+    progress = LineReporter(functools.partial(print, flush=True))
     summaries: list[dict[str, Any]] = []
     with launch_server(server_spec(job, server_log)) as server:
         print(f"serving {job.system}/{job.model} at {server.base_url}", flush=True)
@@ -117,7 +120,7 @@ def run_job(job: BenchJob, point_dirs: Sequence[Path], server_log: Path) -> list
             opts = bench_options(job, server.base_url, concurrency, audio_dir)
             started = utc_now()
             with ResourceSampler(pid=server.pid) as sampler:
-                summary = run_benchmark(opts, prompts, point_dir)
+                summary = run_benchmark(opts, prompts, point_dir, progress)
             write_provenance(
                 point_dir / "provenance.json",
                 server=server,
@@ -127,11 +130,7 @@ def run_job(job: BenchJob, point_dirs: Sequence[Path], server_log: Path) -> list
                 ended_at=utc_now(),
                 resources=sampler.result(),
             )
-            print(
-                f"c{concurrency}: n_ok={summary.get('n_ok')}/{summary.get('n_scored')} "
-                f"rtfx={summary.get('rtfx')} continuity_pct={summary.get('continuity_pct')}",
-                flush=True,
-            )
+            print(format_point_end(summary, f"c{concurrency}"), flush=True)
             failure = point_failure(summary, job.max_error_rate)
             if failure:
                 raise BenchJobError(f"{job.system}/{job.model} c{concurrency}: {failure}")
