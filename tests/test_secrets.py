@@ -218,3 +218,87 @@ def test_a_real_run_writes_the_secret_nowhere(workflow):
     assert len(written) > 10 and any(p.name == "report.html" for p in written)
     assert not [p for p in written if SECRET.encode() in p.read_bytes()]
     assert SECRET not in result.stdout + result.stderr + report.stdout + report.stderr
+
+
+# --- the client: its key from a variable, sent as a Bearer token, recorded by name only -------
+
+
+@pytest.fixture
+def keyed_server(monkeypatch):
+    """The scripted speech server refusing /v1/* without `Authorization: Bearer SECRET` (as
+    vllm does with --api-key); /health open. Yields (server, headers seen)."""
+    from aiohttp import web
+
+    import tests.scripted_server as scripted
+
+    seen: list[str | None] = []
+    make_app = scripted.make_app
+
+    def keyed_app(server):
+        app = make_app(server)
+
+        @web.middleware
+        async def require_key(request, handler):
+            seen.append(request.headers.get("Authorization"))
+            if request.path.startswith("/v1/") and seen[-1] != f"Bearer {SECRET}":
+                return web.json_response({"error": {"message": "Unauthorized"}}, status=401)
+            return await handler(request)
+
+        app.middlewares.append(require_key)
+        return app
+
+    monkeypatch.setattr(scripted, "make_app", keyed_app)
+    for name in ("THETALKER_API_KEY", "VLLM_API_KEY", "OPENAI_API_KEY", "MY_KEY_VAR"):
+        monkeypatch.delenv(name, raising=False)
+    with scripted.start_scripted_server(scripted.Script()) as server:
+        yield server, seen
+
+
+def _run(base_url: str, out: Path, **options):
+    from thetalker.client import BenchOptions, run_benchmark
+    from thetalker.prompts import load_prompts
+
+    opts = BenchOptions(
+        base_url=base_url,
+        speaker="ryan",
+        requests=2,
+        warmup=0,
+        sample_rate=24000,
+        max_error_rate=1.0,
+        **options,
+    )
+    prompts = load_prompts(REPO / "prompts" / "seed_tts_eval_en_100.jsonl")
+    return run_benchmark(opts, prompts, out)
+
+
+def test_the_client_sends_the_key_from_the_named_variable(keyed_server, tmp_path, monkeypatch):
+    server, seen = keyed_server
+    refused = _run(server.base_url, tmp_path / "none")
+    assert refused["n_ok"] == 0  # no key: every request 401
+    monkeypatch.setenv("MY_KEY_VAR", SECRET)
+    summary = _run(server.base_url, tmp_path / "named", api_key_env="MY_KEY_VAR")
+    assert summary["n_ok"] == 2 and seen[-1] == f"Bearer {SECRET}"
+    monkeypatch.setenv("VLLM_API_KEY", SECRET)  # a default: the variable the server reads
+    assert _run(server.base_url, tmp_path / "default")["n_ok"] == 2
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="replace"), path
+    assert summary["options"]["api_key_env"] == "MY_KEY_VAR"
+
+
+def test_a_named_key_variable_that_is_not_set_is_one_line(tmp_path):
+    from thetalker.client import OptionsError
+
+    with pytest.raises(OptionsError, match=r"^api_key_env: --api-key-env: variable NOPE_"):
+        _run("http://127.0.0.1:9", tmp_path, api_key_env="NOPE_NOT_SET_VAR")
+
+
+def test_a_password_in_the_base_url_is_not_in_the_summary(keyed_server, tmp_path):
+    server, _ = keyed_server
+    url = server.base_url.replace("http://", f"http://bob:{SECRET}@")
+    summary = _run(url, tmp_path / "pw")
+    assert summary["options"]["base_url"] == server.base_url.replace(
+        "http://", f"http://bob:{REDACTED}@"
+    )
+    for path in (tmp_path / "pw").rglob("*"):
+        assert SECRET not in path.read_text(errors="replace"), path
