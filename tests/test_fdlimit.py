@@ -7,6 +7,7 @@ import errno
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from thetalker.fdlimit import fds_needed, is_fd_exhaustion
 
@@ -75,3 +76,30 @@ def test_fd_exhaustion_is_told_from_other_errors():
     wrapped.__cause__ = emfile
     assert is_fd_exhaustion(emfile) and is_fd_exhaustion(wrapped)
     assert not is_fd_exhaustion(ConnectionRefusedError(errno.ECONNREFUSED, "refused"))
+
+
+def test_thetalker_bench_refuses_up_front_under_a_low_hard_limit(tmp_path):
+    """The whole client: one line naming the concurrency and the limit, nothing sent."""
+    script = textwrap.dedent(
+        """
+        import resource, sys
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 512))
+        from thetalker.bench_cli import main
+        sys.exit(main(sys.argv[1:]))
+        """
+    )
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-c", script, "--texts-jsonl", "prompts/seed_tts_eval_en_100.jsonl"]
+        + ["--concurrency", "1000", "--requests", "1000", "--speaker", "ryan"]
+        + ["--base-url", "http://127.0.0.1:9", "--out-dir", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "concurrency 1000 needs about 1128 open files" in lines[0]
+    assert "hard limit is 512" in lines[0]
+    assert not (out / "records.jsonl").exists()
