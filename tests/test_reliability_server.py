@@ -192,3 +192,87 @@ def test_many_clients_leaving_mid_stream_free_every_worker(server: LocalServer):
         request(server, "POST", "/v1/audio/speech", json={"input": "Still here.", **STREAM})
     )
     assert status == 200 and body
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_long_unpunctuated_input_keeps_memory_bounded(server: LocalServer):
+    # One "sentence" of 19,000 characters: before sentences were bounded, Piper was handed all
+    # of it at once (9.6 GB at 5,000 characters, a kernel OOM kill at 10,000).
+    text = " ".join(["lighthouse"] * 1700)
+    assert len(text) < 20_000
+
+    async def first_chunk_then_leave() -> int:
+        async with aiohttp.ClientSession() as session:
+            resp = await session.post(
+                server.base_url + "/v1/audio/speech", json={"input": text, **STREAM}
+            )
+            first = await resp.content.readany()
+            resp.close()
+            return len(first)
+
+    assert run(first_chunk_then_leave()) > 0
+    assert peak_rss_mb(server.process.pid) < 1500
+    assert run(request(server, "GET", "/health"))[0] == 200
+
+
+def test_over_limit_input_is_400_naming_the_limit(server: LocalServer):
+    status, payload = run(
+        request(server, "POST", "/v1/audio/speech", json={"input": "a " * 15_000, **STREAM})
+    )
+    assert status == 400 and "20000" in payload["error"]["message"]
+
+
+def test_malformed_requests_log_one_line_not_a_traceback(server: LocalServer):
+    async def raw(data: bytes) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(data)
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(65536), 10)
+        writer.close()
+        return answer
+
+    bad_http = b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHo\x00st: x\r\n\r\n"
+    bad_gzip = (
+        b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Encoding: gzip\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot gzip!"
+    )
+    run(raw(bad_http))
+    assert b"400" in run(raw(bad_gzip)).split(b"\r\n")[0]
+    time.sleep(0.5)
+    log = server.log()
+    assert "Traceback" not in log, log[-3000:]
+    assert run(request(server, "GET", "/health"))[0] == 200
+
+
+def test_api_key_from_the_environment(tmp_path: Path):
+    env = {"THETALKER_API_KEY": "", "VLLM_API_KEY": "k3y-from-env"}
+    with start_local_server(
+        ["--voices-dir", str(tmp_path / "v")], env=env, log_dir=tmp_path
+    ) as srv:
+        body = {"input": "Hi.", "response_format": "pcm"}
+        assert run(request(srv, "POST", "/v1/audio/speech", json=body))[0] == 401
+        assert run(request(srv, "GET", "/v1/models"))[0] == 401
+        auth = {"Authorization": "Bearer k3y-from-env"}
+        assert run(request(srv, "GET", "/v1/models", headers=auth))[0] == 200
+        assert run(request(srv, "GET", "/health"))[0] == 200
+        assert "k3y-from-env" not in srv.log()
+
+
+def test_slowloris_connections_are_closed_and_health_answers(tmp_path: Path):
+    args = ["--voices-dir", str(tmp_path / "v"), "--idle-timeout", "1", "--body-timeout", "1"]
+    with start_local_server(args, log_dir=tmp_path) as srv:
+
+        async def hold(n: int) -> list[bytes]:
+            conns = [await asyncio.open_connection("127.0.0.1", srv.port) for _ in range(n)]
+            for i, (_reader, writer) in enumerate(conns):
+                writer.write(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\n" if i % 2 else b"")
+            return [await asyncio.wait_for(reader.read(), 10) for reader, _ in conns]
+
+        assert run(hold(20)) == [b""] * 20  # every one closed by the server
+        assert run(request(srv, "GET", "/health"))[0] == 200

@@ -238,7 +238,10 @@ LONG_SENTENCE = (
     "The old lighthouse keeper climbed the narrow stairs every evening, carrying a lamp, "
     "a book and a small tin of biscuits for the long and quiet hours before the dawn came."
 )
-PIECES = "initial_chunk_words: 3\nchunk_words: 6\nmin_chunk_words: 3\nworkers: 1\n"
+PIECES = (
+    "initial_chunk_words: 3\nchunk_words: 6\nmin_chunk_words: 3\n"
+    "workers: 1\nthreads_per_worker: 1\n"
+)
 
 
 async def timed_chunks(server: LocalServer, body: dict) -> tuple[float, list[tuple[float, bytes]]]:

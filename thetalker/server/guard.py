@@ -65,7 +65,7 @@ async def guard_connections(server: Any, limits: ServerLimits, period_s: float =
 
     Runs until cancelled. `server` is the aiohttp `web.Server` (`AppRunner.server`).
     """
-    idle_since: dict[Any, float] = {}
+    idle_since: dict[Any, tuple[int, float]] = {}
     while True:
         await asyncio.sleep(period_s)
         now = time.monotonic()
@@ -75,7 +75,13 @@ async def guard_connections(server: Any, limits: ServerLimits, period_s: float =
             if getattr(handler, "_request_in_progress", False):
                 idle_since.pop(handler, None)
                 continue
-            since = idle_since.setdefault(handler, now)
+            # A connection serving short requests back to back is rarely caught mid-request:
+            # its request count moving on counts as activity too.
+            count = int(getattr(handler, "_request_count", 0))
+            last_count, since = idle_since.get(handler, (count, now))
+            if count != last_count:
+                since = now
+            idle_since[handler] = (count, since)
             if now - since > limits.idle_timeout_s:
                 handler.force_close()
                 idle_since.pop(handler, None)
@@ -99,9 +105,9 @@ class _OneLine(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and _client_fault(record.exc_info[1]):
             exc = record.exc_info[1]
-            first_line = (str(exc).splitlines() or [""])[0]
+            text = record.getMessage()
             record.msg = "%s (%s: %s)"
-            record.args = (record.getMessage(), type(exc).__name__, first_line)
+            record.args = (text, type(exc).__name__, " ".join(str(exc).split())[:200])
             record.exc_info = None
             record.exc_text = None
             record.levelno, record.levelname = logging.WARNING, "WARNING"
