@@ -211,3 +211,19 @@ def test_a_busy_gpu_is_refused_naming_its_pid(tmp_path, monkeypatch):
     monkeypatch.setenv("STANDIN_GPU_PIDS", "")
     with launch_server(spec) as server:
         assert group_members(server.pid)
+
+
+def test_a_record_from_another_machine_or_boot_names_nothing_here(tmp_path):
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        record_path = tmp_path / "server.pid.json"
+        write_record(record_path, pid=other.pid, port=1, host="127.0.0.1", command=["x"])
+        assert find_leftover(record_path) is not None
+        for field, value in (("hostname", "another-node"), ("boot_id", "an-earlier-boot")):
+            data = json.loads(record_path.read_text())
+            record_path.write_text(json.dumps({**data, field: value}))
+            assert find_leftover(record_path) is None, field
+            record_path.write_text(json.dumps(data))
+    finally:
+        other.kill()
+        other.wait()

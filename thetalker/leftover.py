@@ -7,6 +7,9 @@ its record stays; the next run of the same job reads it (``find_leftover``) and 
 group or refuses. A PID alone proves nothing (PIDs are reused): the leader counts as the same
 process only when its start time matches the record; a group whose leader is gone but whose
 members still run is still that group (Linux never reuses a PID that is a live group's id).
+Both hold only on the machine and boot that wrote the record (a cluster's shared results
+folder is read from other nodes), so the record carries the host name and kernel boot id, and
+a record from elsewhere names nothing here.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +59,13 @@ def start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+def _boot_id() -> str | None:
+    try:
+        return (_PROC / "sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
 def group_members(pgid: int) -> list[int]:
     """Live (not zombie) PIDs whose process group is ``pgid``."""
     members = []
@@ -88,6 +99,8 @@ def write_record(path: Path, *, pid: int, port: int, host: str, command: list[st
         "pgid": pid,  # start_new_session: the leader's PID is the group's id
         "port": port,
         "host": host,
+        "hostname": socket.gethostname(),
+        "boot_id": _boot_id(),
         "start_ticks": start_ticks(pid),
         "command": command,
         "launcher_pid": os.getpid(),
@@ -136,6 +149,8 @@ def find_leftover(path: Path) -> Leftover | None:
     record = read_record(path)
     if record is None:
         return None
+    if record.get("hostname") != socket.gethostname() or record.get("boot_id") != _boot_id():
+        return None  # written on another machine, or before a reboot: its PIDs mean nothing here
     pid, pgid = int(record.get("pid", record["pgid"])), int(record["pgid"])
     ticks = start_ticks(pid)
     if ticks is not None and ticks != record.get("start_ticks"):
