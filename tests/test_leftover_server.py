@@ -227,3 +227,72 @@ def test_a_record_from_another_machine_or_boot_names_nothing_here(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+@pytest.mark.slow
+def test_the_workflow_rerun_stops_the_server_a_sigkilled_bench_job_left(tmp_path):
+    """SIGKILL of the bench job orphans its server (nothing can clean up); the next run of the
+    same job finds it from results/logs/.../server.pid.json and stops it before serving."""
+    from tests.processes import cmdline, kill_pids, processes_in
+    from tests.test_reliability_workflow import (
+        POINT,
+        SERVER_LOG,
+        copy_workflow,
+        finished_lines,
+        server_pids_in,
+        tiny_config,
+    )
+    from tests.workflow_copy import SNAKEMAKE, smk, smk_env
+
+    workdir = copy_workflow(tmp_path / "wf", tiny_config(requests=400))
+    target = str(POINT / "records.jsonl")
+    snakemake = subprocess.Popen(
+        [SNAKEMAKE, target, "--configfile", "tiny.yaml"],
+        cwd=workdir,
+        env=smk_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    orphans: list[int] = []
+    try:
+        assert wait_for(
+            lambda: (
+                server_pids_in(workdir)
+                and len(finished_lines(workdir / target)) >= 2
+                or snakemake.poll() is not None
+            ),
+            240,
+        )
+        assert snakemake.poll() is None, snakemake.stdout.read()[-3000:]
+        jobs = [  # the bench job's python (not the shell Snakemake runs it in)
+            p
+            for p in processes_in(workdir)
+            if "-m thetalker.serve_and_sweep" in cmdline(p)
+            and Path(cmdline(p).split()[0]).name.startswith("python")
+        ]
+        assert len(jobs) == 1, {p: cmdline(p) for p in processes_in(workdir)}
+        orphans = server_pids_in(workdir)
+        record = json.loads((workdir / SERVER_LOG).with_name("server.pid.json").read_text())
+        assert record["pid"] in orphans
+        os.kill(jobs[0], signal.SIGKILL)
+        snakemake.communicate(timeout=120)
+        assert snakemake.returncode != 0
+        assert orphans and all(pid_alive(p) for p in orphans), "the server should be orphaned"
+
+        (workdir / "tiny.yaml").write_text(
+            (workdir / "tiny.yaml").read_text().replace("1: 400", "1: 2")
+        )
+        rerun = smk(workdir, target, "--configfile", "tiny.yaml", timeout=300)
+        assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+        log = (workdir / "results/logs/local/piper-joe/bench.log").read_text()
+        assert f"stopping leftover server PID {record['pid']} " in log
+        assert not any(pid_alive(p) for p in orphans)
+        assert not server_pids_in(workdir)
+        assert not (workdir / SERVER_LOG).with_name("server.pid.json").exists()
+    finally:
+        if snakemake.poll() is None:
+            os.killpg(snakemake.pid, signal.SIGKILL)
+            snakemake.wait()
+        kill_pids([*orphans, *processes_in(workdir)])
