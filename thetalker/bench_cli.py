@@ -119,6 +119,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --save-audio: only the first N scored requests (by sending order)",
     )  # fmt: skip
     audio.add_argument("--threshold", type=float, default=0.1, help="continuity threshold, s")
+    agent = p.add_argument_group("agent mode (text streamed in over a WebSocket)")
+    agent.add_argument(
+        "--protocol", default="http", choices=("http", "websocket"),
+        help="websocket: one /v1/audio/speech/stream session per request, text in pieces",
+    )  # fmt: skip
+    agent.add_argument(
+        "--text-pace", type=float, default=30.0, metavar="RATE",
+        help="pieces (words) per second the text is sent at; 0 sends it whole (default 30)",
+    )  # fmt: skip
+    agent.add_argument(
+        "--text-pace-unit", default="words", choices=("words", "tokens"),
+        help="tokens: RATE is an LLM's tokens/s (a token is ~0.75 words)",
+    )  # fmt: skip
+    agent.add_argument(
+        "--text-pace-jitter", type=float, default=0.0, metavar="J",
+        help="each gap times a seeded uniform 1 +- J (0 <= J < 1)",
+    )  # fmt: skip
+    agent.add_argument(
+        "--text-trace", metavar="FILE", help="recorded piece offsets (s), one a line; replace RATE"
+    )
+    agent.add_argument(
+        "--split-granularity", default="sentence", choices=("none", "sentence", "clause"),
+        help="the server's unit of synthesis (session.config)",
+    )  # fmt: skip
     p.add_argument("--out-dir", required=True, help="records.jsonl and summary.json go here")
     p.add_argument(
         "--progress-interval", type=float, default=DEFAULT_INTERVAL_S, metavar="S",
@@ -167,6 +191,12 @@ _SAME_NAMES = (
     "stream_format", "response_format", "sample_rate", "concurrency", "request_rate",
     "requests", "warmup", "seed", "save_audio_count", "workers", "max_error_rate",
     "register_voice",
+)  # fmt: skip
+
+# The agent mode's flags (thetalker.client.websocket), named as their fields.
+_SAME_NAMES += (
+    "protocol", "text_pace", "text_pace_unit", "text_pace_jitter", "text_trace",
+    "split_granularity",
 )  # fmt: skip
 
 

@@ -92,6 +92,20 @@ class Record:
     stalls: int
     stall_s: float
     audio_path: str | None = None
+    # The agent mode (`protocol` "websocket": text sent in pieces, docs/records.md); times
+    # from `t_submit_s`, as `chunk_arrival_s`. None in whole-text (HTTP) records.
+    protocol: str = "http"
+    split_granularity: str | None = None
+    t_open_s: float | None = None
+    text_piece_s: list[float] | None = None
+    text_pieces: list[str] | None = None
+    t_input_done_s: float | None = None
+    server_events: list[dict[str, Any]] | None = None
+    ttfa_first_text_s: float | None = None
+    ttfa_input_done_s: float | None = None
+    sentence_lag_s: list[float | None] | None = None
+    sentence_heard_lag_s: list[float | None] | None = None
+    text_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object of the line (the lists are the record's own, not copies)."""
@@ -156,6 +170,10 @@ ERROR_TYPES = (
     "sse_error",  # an SSE `speech.audio.error` event
     "empty",  # 200 with no audio at all
     "cancelled",  # the run stopped (Ctrl-C, server died) before this request finished
+    # The agent mode (WebSocket):
+    "session_refused",  # the server's first answer was `error` and it closed (a bad config)
+    "ws_error",  # an `error` event during the session (e.g. a sentence failed)
+    "closed_early",  # the socket closed before `session.done`
 )
 
 

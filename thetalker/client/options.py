@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +58,14 @@ class BenchOptions:
     # Additions (defaults keep the documented behaviour):
     save_audio_count: int | None = None  # save only the first N scored requests' audio
     workers: int = 1  # processes the scored requests are spread over (1 = this process)
+    # The agent mode (thetalker.client.websocket): "websocket" opens a session per request on
+    # /v1/audio/speech/stream and sends the text in pieces at a pace (thetalker.client.pacing).
+    protocol: str = "http"  # or "websocket"
+    text_pace: float = 30.0  # per second (0: the whole text as one piece); see text_pace_unit
+    text_pace_unit: str = "words"  # or "tokens" (an LLM's rate: a token is ~0.75 words)
+    text_pace_jitter: float = 0.0  # each gap times a seeded uniform 1 +- this (0 <= j < 1)
+    text_trace: str | None = None  # a file of recorded piece offsets; replaces the pace
+    split_granularity: str = "sentence"  # the server's unit: none, sentence or clause
 
 
 class BenchError(RuntimeError):
@@ -129,6 +138,37 @@ def validate_options(opts: BenchOptions) -> None:
         bad("register_voice", "needs ref_audio (and ref_text) to upload")
     if not opts.base_url.startswith(("http://", "https://")):
         bad("base_url", f"must start with http:// or https:// (got {opts.base_url!r})")
+    _validate_agent(opts, bad)
+
+
+PROTOCOLS = ("http", "websocket")
+SPLIT_GRANULARITIES = ("none", "sentence", "clause")
+
+
+def _validate_agent(opts: BenchOptions, bad: Callable[[str, str], None]) -> None:
+    """The agent mode's options (thetalker.client.websocket)."""
+    from thetalker.client.pacing import TEXT_PACE_UNITS, TraceError, load_trace
+
+    if opts.protocol not in PROTOCOLS:
+        bad("protocol", f"{opts.protocol!r} is not one of {', '.join(PROTOCOLS)}")
+    if opts.protocol != "websocket":
+        return
+    if opts.split_granularity not in SPLIT_GRANULARITIES:
+        allowed = ", ".join(SPLIT_GRANULARITIES)
+        bad("split_granularity", f"{opts.split_granularity!r} is not one of {allowed}")
+    if not opts.text_pace >= 0:
+        bad("text_pace", f"must be 0 (all at once) or more (got {opts.text_pace})")
+    if opts.text_pace_unit not in TEXT_PACE_UNITS:
+        bad("text_pace_unit", f"{opts.text_pace_unit!r} is not one of words, tokens")
+    if not 0 <= opts.text_pace_jitter < 1:
+        bad("text_pace_jitter", f"must be within [0, 1) (got {opts.text_pace_jitter})")
+    if opts.response_format != "pcm":
+        bad("response_format", "the WebSocket streams pcm only (stream_audio needs it)")
+    if opts.text_trace is not None:
+        try:
+            load_trace(opts.text_trace)
+        except TraceError as exc:
+            bad("text_trace", str(exc))
 
 
 def effective_workers(opts: BenchOptions) -> int:

@@ -51,6 +51,10 @@ def audio_file(ctx: RunContext, ex: _Exchange) -> Path:
 
 def build_record(ctx: RunContext, ex: _Exchange) -> Record:
     """Decode the exchange, type its failure, derive its figures, save its audio."""
+    if getattr(ex, "protocol", "http") == "websocket":  # the agent mode's session
+        from thetalker.client.ws_record import build_ws_record
+
+        return build_ws_record(ctx, ex)  # type: ignore[arg-type]
     opts, rate = ctx.opts, ctx.sample_rate
     failure = ex.failure
     status = ex.status

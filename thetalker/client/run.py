@@ -32,6 +32,7 @@ from thetalker.client.schedule import arrival_offsets, closed_loop, dispatch, ne
 from thetalker.client.sender import Sender, open_session
 from thetalker.client.sinks import open_sink
 from thetalker.client.summary import point_summary
+from thetalker.client.websocket import WsSender
 from thetalker.client.workers import run_workers
 from thetalker.prompts import Prompt, ordered_prompts
 from thetalker.records import write_json
@@ -80,7 +81,10 @@ async def arun_benchmark(
         if not ex.warmup:
             tally.add(not (ex.failure or (ex.status or 0) >= 400))
 
-    send = Sender(session, opts, BodyEncoder(opts, ref_uri), sink, on_done=count)
+    if opts.protocol == "websocket":  # the agent mode: one session per request
+        send: Sender | WsSender = WsSender(session, opts, ref_uri, sink, on_done=count)
+    else:
+        send = Sender(session, opts, BodyEncoder(opts, ref_uri), sink, on_done=count)
     max_in_flight = 0
     complete = False
     try:

@@ -26,6 +26,7 @@ from thetalker.client.record import RunContext
 from thetalker.client.schedule import Item, arrival_offsets, dispatch, new_event_loop
 from thetalker.client.sender import Sender, open_session
 from thetalker.client.sinks import RecordSink, ThreadSink
+from thetalker.client.websocket import WsSender
 
 __all__ = ["Share", "WorkerPlan", "split_items", "max_overlap", "run_workers"]
 
@@ -93,7 +94,10 @@ async def _worker_run(
     ctx = RunContext.for_run(opts, Path(plan.out_dir), plan.t_origin, plan.sample_rate)
     sink = ThreadSink(None, ctx, forward=lambda r: results.put(("record", plan.worker_id, r)))
     session = open_session(opts, share.concurrency)
-    send = Sender(session, opts, BodyEncoder(opts, plan.ref_uri), sink)
+    if opts.protocol == "websocket":  # the agent mode: one session per request
+        send: Sender | WsSender = WsSender(session, opts, plan.ref_uri, sink)
+    else:
+        send = Sender(session, opts, BodyEncoder(opts, plan.ref_uri), sink)
     try:
         async with session:
             results.put(("ready", plan.worker_id, None))

@@ -1,0 +1,299 @@
+"""The agent mode: one request is one session on vllm-omni's `/v1/audio/speech/stream`.
+
+The protocol is 0.30.0's (`vllm_omni/entrypoints/openai/serving_speech_stream.py`): the
+client sends `session.config` first (the server waits 10 s for it, then 30 s between
+messages), then `input.text` pieces, `input.done` (a flush: the utterance ends) and
+`session.close`. The server answers per sentence (or clause, or the whole utterance, as
+`split_granularity` says) `audio.start`, binary PCM frames and `audio.done`, then
+`session.done` for the utterance; `error` when something fails (a refused config closes
+the socket; a failed sentence is followed by its `audio.done` with `error: true`).
+
+Text goes out on its own task at the pace of `thetalker.client.pacing` while the receive
+loop stamps every frame and every server event on the same `perf_counter` clock as the HTTP
+path. As there, the receive path only stamps and appends; the record is built afterwards
+(`thetalker.client.ws_record`). Failures are data: a refused handshake, an `error`, a socket
+closed before `session.done`, the timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from thetalker.client.options import BenchOptions
+from thetalker.client.pacing import load_trace, piece_offsets, text_pieces, words_per_s
+from thetalker.client.receive import _describe
+from thetalker.client.schedule import Item
+from thetalker.client.sinks import RecordSink
+from thetalker.prompts import Prompt
+from thetalker.speech_api import normalize_base_url
+
+__all__ = [
+    "STREAM_PATH",
+    "WsExchange",
+    "stream_url",
+    "session_config",
+    "TextPlan",
+    "run_session",
+    "WsSender",
+]
+
+STREAM_PATH = "/v1/audio/speech/stream"
+_CLOSE_TIMEOUT_S = 2.0
+_INPUT_DONE = json.dumps({"type": "input.done"})
+_SESSION_CLOSE = json.dumps({"type": "session.close"})
+
+
+def stream_url(base_url: str) -> str:
+    """`ws://h:p/v1/audio/speech/stream` (`wss://` for https) from the base URL."""
+    url = normalize_base_url(base_url)
+    scheme, rest = url.split("://", 1)
+    return ("wss" if scheme == "https" else "ws") + "://" + rest + STREAM_PATH
+
+
+@dataclass
+class WsExchange:
+    """Raw observations of one session, filled on the receive path and processed later."""
+
+    request_index: int
+    prompt: Prompt
+    warmup: bool
+    scheduled: float | None = None  # open loop: perf_counter time it was due
+    protocol: str = "websocket"
+    t_send: float | None = None  # the connection was asked for
+    t_open: float | None = None  # the handshake finished
+    t_end: float | None = None
+    status: int | None = None  # 101 once upgraded, else the handshake's HTTP status
+    text_times: list[float] = field(default_factory=list)  # perf_counter at each input.text
+    text_pieces: list[str] = field(default_factory=list)
+    t_input_done: float | None = None
+    times: list[float] = field(default_factory=list)  # perf_counter at each binary frame
+    pieces: list[bytes] = field(default_factory=list)
+    # (time, raw JSON text, frames received before it): frames after an audio.start are its
+    events: list[tuple[float, str, int]] = field(default_factory=list)
+    session_done: bool = False
+    close_code: int | None = None
+    failure: tuple[str, str] | None = None  # (error type, message) seen on the receive path
+
+
+def session_config(opts: BenchOptions, ref_audio_uri: str | None = None) -> dict[str, Any]:
+    """The `session.config` message (0.30.0's `StreamingSpeechSessionConfig`): PCM streamed
+    as it is made (`stream_audio`), at speed 1.0 (the only speed it streams at)."""
+    msg: dict[str, Any] = {"type": "session.config", "task_type": opts.task_type}
+    if opts.model:
+        msg["model"] = opts.model
+    if opts.language:
+        msg["language"] = opts.language
+    voice = opts.register_voice or opts.voice
+    if voice:
+        msg["voice"] = voice
+    elif opts.task_type == "Base" and ref_audio_uri:
+        msg["ref_audio"] = ref_audio_uri
+        if opts.ref_text:
+            msg["ref_text"] = opts.ref_text
+    elif opts.speaker:
+        msg["voice"] = opts.speaker
+    if opts.instructions:
+        msg["instructions"] = opts.instructions
+    if opts.max_new_tokens is not None:
+        msg["max_new_tokens"] = opts.max_new_tokens
+    msg["response_format"] = "pcm"
+    msg["stream_audio"] = True
+    msg["split_granularity"] = opts.split_granularity
+    return msg
+
+
+@dataclass(frozen=True)
+class TextPlan:
+    """How a run paces its text: words per second, jitter, seed, or a trace's offsets."""
+
+    words_per_s: float
+    jitter: float
+    seed: int
+    trace: tuple[float, ...] | None = None
+
+    @classmethod
+    def for_run(cls, opts: BenchOptions) -> TextPlan:
+        trace = load_trace(opts.text_trace) if opts.text_trace else None
+        wps = words_per_s(opts.text_pace, opts.text_pace_unit)
+        return cls(wps, opts.text_pace_jitter, opts.seed, trace)
+
+    def pieces(self, text: str, request_index: int) -> tuple[list[str], list[float]]:
+        whole = self.trace is None and self.words_per_s <= 0
+        pieces = text_pieces(text, whole)
+        offsets = piece_offsets(
+            len(pieces), self.words_per_s, self.jitter, self.seed, request_index, self.trace
+        )
+        return pieces, offsets
+
+
+async def _sleep_until(due: float) -> None:
+    while (wait := due - time.perf_counter()) > 0:
+        await asyncio.sleep(wait)
+
+
+async def _send_text(
+    ws: aiohttp.ClientWebSocketResponse,
+    pieces: Sequence[str],
+    offsets: Sequence[float],
+    ex: WsExchange,
+) -> None:
+    """The text at its pace, then `input.done`; stops quietly when the socket goes."""
+    times, sent = ex.text_times, ex.text_pieces
+    start = time.perf_counter()
+    try:
+        for piece, offset in zip(pieces, offsets, strict=True):
+            await _sleep_until(start + offset)
+            times.append(time.perf_counter())
+            sent.append(piece)
+            await ws.send_str(json.dumps({"type": "input.text", "text": piece}))
+        ex.t_input_done = time.perf_counter()
+        await ws.send_str(_INPUT_DONE)
+    except (ConnectionError, aiohttp.ClientError, RuntimeError):
+        return  # the server closed the socket: the receive loop records how
+
+
+async def _receive_frames(ws: aiohttp.ClientWebSocketResponse, ex: WsExchange) -> None:
+    """Stamp every frame and event until `session.done` or the socket closes."""
+    times, frames, events = ex.times, ex.pieces, ex.events
+    binary, text = aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT
+    while True:
+        msg = await ws.receive()
+        t = time.perf_counter()
+        if msg.type == binary:
+            times.append(t)
+            frames.append(msg.data)
+        elif msg.type == text:
+            events.append((t, msg.data, len(frames)))
+            if '"session.done"' in msg.data or '"error"' in msg.data:
+                kind = _event_type(msg.data)
+                if kind == "session.done":
+                    ex.session_done = True
+                    return
+                if kind == "error" and ex.failure is None:
+                    ex.failure = ("ws_error", _event_message(msg.data))
+        else:  # CLOSE, CLOSING, CLOSED, ERROR: the socket is gone before session.done
+            ex.close_code = ws.close_code
+            if ex.failure is None:
+                ex.failure = ("closed_early", _closed_message(ws, msg))
+            return
+
+
+def _event_type(raw: str) -> str | None:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return None
+    return value.get("type") if isinstance(value, dict) else None
+
+
+def _event_message(raw: str) -> str:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw[:300]
+    return str(value.get("message", raw))[:300] if isinstance(value, dict) else raw[:300]
+
+
+def _closed_message(ws: aiohttp.ClientWebSocketResponse, msg: aiohttp.WSMessage) -> str:
+    code = ws.close_code
+    if msg.type == aiohttp.WSMsgType.ERROR:
+        return f"the socket failed before session.done: {_describe(msg.data)}"
+    return f"the server closed the socket before session.done (close code {code})"
+
+
+async def run_session(
+    session: aiohttp.ClientSession,
+    url: str,
+    config: dict[str, Any],
+    pieces: Sequence[str],
+    offsets: Sequence[float],
+    timeout_s: float,
+    ex: WsExchange,
+) -> None:
+    """One session: config, the text at its pace, every frame until `session.done`;
+    never raises except CancelledError."""
+    ex.t_send = time.perf_counter()
+    config_text = json.dumps(config)
+    sender: asyncio.Task[None] | None = None
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with session.ws_connect(
+                url,
+                max_msg_size=0,
+                autoping=True,
+                timeout=aiohttp.ClientWSTimeout(ws_close=_CLOSE_TIMEOUT_S),
+            ) as ws:
+                ex.t_open = time.perf_counter()
+                ex.status = 101
+                await ws.send_str(config_text)
+                sender = asyncio.create_task(_send_text(ws, pieces, offsets, ex))
+                await _receive_frames(ws, ex)
+                if ex.session_done:
+                    with contextlib.suppress(ConnectionError, aiohttp.ClientError):
+                        await ws.send_str(_SESSION_CLOSE)
+    except aiohttp.WSServerHandshakeError as exc:
+        ex.status = exc.status
+        ex.failure = ("http_status", f"the WebSocket handshake was refused: HTTP {exc.status}")
+    except TimeoutError:
+        ex.failure = ("timeout", f"no session.done within {timeout_s:g} s")
+    except (aiohttp.ClientError, OSError) as exc:
+        kind = "connection" if ex.t_open is None else "closed_early"
+        ex.failure = ex.failure or (kind, _describe(exc))
+    finally:
+        ex.t_end = time.perf_counter()
+        if sender is not None and not sender.done():
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender
+
+
+class WsSender:
+    """`await sender(item, scheduled)` runs one session; the same interface as the HTTP
+    path's `Sender`, so both schedules (closed and open loop) and the workers use it."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        opts: BenchOptions,
+        ref_uri: str | None,
+        sink: RecordSink,
+        on_done: Callable[[Any], None] | None = None,
+        plan: TextPlan | None = None,
+    ) -> None:
+        self._session = session
+        self._url = stream_url(opts.base_url)
+        self._config = session_config(opts, ref_uri)
+        self._timeout_s = opts.timeout_s
+        self._plan = plan or TextPlan.for_run(opts)
+        self._sink = sink
+        self._on_done = on_done
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    async def __call__(self, item: Item, scheduled: float | None) -> None:
+        index, prompt, warmup = item
+        ex = WsExchange(index, prompt, warmup, scheduled)
+        pieces, offsets = self._plan.pieces(prompt.text, index)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await run_session(
+                self._session, self._url, self._config, pieces, offsets, self._timeout_s, ex
+            )
+        except asyncio.CancelledError:
+            ex.failure = ("cancelled", "the run stopped before this session finished")
+            self._sink.put(ex)  # type: ignore[arg-type]
+            raise
+        finally:
+            self.in_flight -= 1
+        self._sink.put(ex)  # type: ignore[arg-type]
+        if self._on_done is not None:
+            self._on_done(ex)

@@ -1,0 +1,160 @@
+"""One record from one WebSocket session (the agent mode): failure type, figures, audio.
+
+The same `Record` as the HTTP path, so every summary, table and comparison reads it: its
+`chunk_arrival_s` are the binary frames (seconds from opening the socket), `ttfa_s` is the
+first frame from the socket's opening, continuity and stalls are those of a player starting
+at the first frame. Beside them the agent's own timeline and figures
+(`thetalker.metrics.agent_figures`). The sample rate is the run's (the probe's or the one
+given), never `audio.start`'s `sample_rate`, which 0.30.0 states as 24000 for every model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from thetalker import metrics
+from thetalker.client.record import RunContext, audio_file, display_path
+from thetalker.client.websocket import WsExchange
+from thetalker.records import Record, RequestFigures, error_info
+from thetalker.wavio import write_wav
+
+__all__ = ["build_ws_record", "parse_events", "sentence_units"]
+
+# Event keys worth keeping in a record (a long `sentence_text` is kept: it maps the lag).
+_EVENT_KEYS = (
+    "type",
+    "utterance_index",
+    "sentence_index",
+    "sentence_text",
+    "total_bytes",
+    "total_sentences",
+    "error",
+    "message",
+    "partial_audio",
+)
+
+
+def parse_events(ex: WsExchange, t0: float) -> list[dict[str, Any]]:
+    """The server's events: their kept keys, `t_s` from `t0`, and `frames_before`."""
+    out = []
+    for t, raw, frames_before in ex.events:
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = {"type": None, "message": raw[:300]}
+        if not isinstance(value, dict):
+            value = {"type": None, "message": raw[:300]}
+        event = {k: value[k] for k in _EVENT_KEYS if k in value}
+        event["t_s"] = t - t0
+        event["frames_before"] = frames_before
+        out.append(event)
+    return out
+
+
+def sentence_units(events: list[dict[str, Any]], text: str) -> list[tuple[int, str]]:
+    """(first frame index, text) of each unit the server announced with `audio.start`;
+    a server that names no unit's text gets the whole prompt as one unit."""
+    units = [
+        (int(e["frames_before"]), str(e.get("sentence_text") or ""))
+        for e in events
+        if e.get("type") == "audio.start"
+    ]
+    if units and not any(u for _, u in units):
+        return [(units[0][0], text)]
+    return units
+
+
+def _failure(ex: WsExchange, events: list[dict[str, Any]], pcm_len: int) -> tuple[str, str] | None:
+    failure = ex.failure
+    if failure is not None and failure[0] in ("ws_error", "closed_early"):
+        refused = (
+            not ex.session_done
+            and bool(events)
+            and events[0].get("type") == "error"
+            and not any(e.get("type") == "audio.start" for e in events)
+        )
+        if refused:
+            return ("session_refused", str(events[0].get("message", "")))
+    if failure is None:
+        if not pcm_len:
+            return ("empty", "the session carried no audio")
+        if pcm_len % 2:
+            return ("odd_bytes", f"{pcm_len} audio bytes: a half sample at the end")
+    return failure
+
+
+def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
+    """Type the session's failure, derive its figures, save its audio."""
+    opts, rate = ctx.opts, ctx.sample_rate
+    t_send = ex.t_send if ex.t_send is not None else ctx.t_origin
+    events = parse_events(ex, t_send)
+    pcm = b"".join(ex.pieces)
+    sizes = [len(p) for p in ex.pieces]
+    failure = _failure(ex, events, len(pcm))
+    arrivals = [t - t_send for t in ex.times]
+    usable = pcm[: len(pcm) - len(pcm) % 2]
+    figures = RequestFigures.from_metrics(
+        metrics.request_figures(arrivals, sizes, usable, rate, opts.threshold_s)
+    )
+    text_s = [t - t_send for t in ex.text_times]
+    done_s = ex.t_input_done - t_send if ex.t_input_done is not None else None
+    agent = metrics.agent_figures(
+        text_s,
+        ex.text_pieces,
+        done_s,
+        arrivals,
+        sizes,
+        sentence_units(events, ex.prompt.text),
+        rate,
+    )
+    ok = failure is None
+    if not ok:  # a player could not play a failed session
+        figures = dataclasses.replace(figures, continuity_ok=False)
+    audio_path = None
+    wanted = ctx.save_below_index is None or ex.request_index < ctx.save_below_index
+    if ok and not ex.warmup and ctx.save_dir is not None and wanted:
+        path = write_wav(audio_file(ctx, ex), usable, rate)  # type: ignore[arg-type]
+        audio_path = display_path(path, ctx.out_dir)
+    return Record(
+        request_index=ex.request_index,
+        sample_id=ex.prompt.sample_id,
+        text=ex.prompt.text,
+        text_chars=len(ex.prompt.text),
+        warmup=ex.warmup,
+        ok=ok,
+        error=None if failure is None else error_info(failure[0], failure[1], ex.status),
+        http_status=ex.status,
+        t_submit_s=t_send - ctx.t_origin,
+        schedule_lag_s=(t_send - ex.scheduled) if ex.scheduled is not None else None,
+        t_connect_s=(ex.t_open - t_send) if ex.t_open is not None else None,
+        connection_reused=False,
+        ttfa_s=figures.ttfa_s,
+        leading_silence_s=figures.leading_silence_s,
+        ttfa_audible_s=figures.ttfa_audible_s,
+        ttfa_audible_naive_s=figures.ttfa_audible_naive_s,
+        wall_s=(ex.t_end or t_send) - t_send,
+        chunk_arrival_s=arrivals,
+        chunk_bytes=sizes,
+        audio_s=figures.audio_s,
+        sample_rate=rate,
+        max_underrun_s=figures.max_underrun_s,
+        underrun_events=figures.underrun_events,
+        continuity_ok=figures.continuity_ok,
+        stalls=figures.stalls,
+        stall_s=figures.stall_s,
+        audio_path=audio_path,
+        protocol="websocket",
+        split_granularity=opts.split_granularity,
+        t_open_s=(ex.t_open - t_send) if ex.t_open is not None else None,
+        text_piece_s=text_s,
+        text_pieces=list(ex.text_pieces),
+        t_input_done_s=done_s,
+        server_events=events,
+        ttfa_first_text_s=agent["ttfa_first_text_s"],
+        ttfa_input_done_s=agent["ttfa_input_done_s"],
+        sentence_lag_s=agent["sentence_lag_s"],
+        sentence_heard_lag_s=agent["sentence_heard_lag_s"],
+        text_s=agent["text_s"],
+    )
