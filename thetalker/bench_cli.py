@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from thetalker.acceptance import point_failure
 from thetalker.client import (
     BenchError,
     BenchOptions,
@@ -214,10 +215,9 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
 
 
 def exit_status(summary: dict[str, Any], max_error_rate: float) -> int:
-    """1 when nothing succeeded or the scored error rate is above the limit, else 0."""
-    if not summary.get("n_ok"):
-        return 1
-    return 1 if (summary.get("error_rate") or 0.0) > max_error_rate else 0
+    """1 when nothing succeeded or the scored error rate is above the limit, else 0: the
+    workflow's rule for a point too (thetalker.acceptance)."""
+    return 0 if point_failure(summary, max_error_rate) is None else 1
 
 
 def progress_reporter(stream: Any, interval_s: float = DEFAULT_INTERVAL_S) -> ProgressReporter:
