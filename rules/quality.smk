@@ -31,7 +31,7 @@ use rule bench as synthesize_quality with:
 
 rule transcribe:
     input:
-        records=f"{QUALITY_POINT}/records.jsonl",
+        records=rules.synthesize_quality.output.records,
     output:
         transcripts=f"{QUALITY_RUN}/transcripts.jsonl",
         meta=f"{QUALITY_RUN}/transcripts.meta.json",
@@ -63,8 +63,8 @@ use rule transcribe as transcribe_point with:
 
 rule score_wer:
     input:
-        transcripts=f"{QUALITY_RUN}/transcripts.jsonl",
-        meta=f"{QUALITY_RUN}/transcripts.meta.json",
+        transcripts=rules.transcribe.output.transcripts,
+        meta=rules.transcribe.output.meta,
     output:
         f"{QUALITY_RUN}/wer.json",
     log:
@@ -81,8 +81,8 @@ rule score_wer:
 # A speed point's WER, its row labelled "model cN" in wer_load.md.
 use rule score_wer as score_point_wer with:
     input:
-        transcripts=f"{POINT}/transcripts.jsonl",
-        meta=f"{POINT}/transcripts.meta.json",
+        transcripts=rules.transcribe_point.output.transcripts,
+        meta=rules.transcribe_point.output.meta,
     output:
         f"{POINT}/wer.json",
     log:
