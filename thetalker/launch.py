@@ -453,6 +453,8 @@ def _secret_values(names: list[str]) -> dict[str, str]:
 
 def _check_port(host: str, port: int) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As servers do: a closed connection in TIME_WAIT does not make the port busy.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
