@@ -623,6 +623,9 @@ def make_app(
 
     app.cleanup_ctx.append(engine_lifetime)
     app.router.add_post("/v1/audio/speech", handle_speech)
+    from thetalker.server.ws import STREAM_PATH, handle_speech_stream  # it imports this module
+
+    app.router.add_get(STREAM_PATH, handle_speech_stream)  # 0.30.0's text-in WebSocket
     app.router.add_get("/health", handle_health)
     app.router.add_get("/v1/models", handle_models)
     app.router.add_get("/version", handle_version)
