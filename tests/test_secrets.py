@@ -302,3 +302,20 @@ def test_a_password_in_the_base_url_is_not_in_the_summary(keyed_server, tmp_path
     )
     for path in (tmp_path / "pw").rglob("*"):
         assert SECRET not in path.read_text(errors="replace"), path
+
+
+def test_voice_registration_and_thetalker_voice_send_the_key_too(
+    keyed_server, monkeypatch, capsys, tmp_path
+):
+    from thetalker.speech_api import register_voice_blocking
+    from thetalker.voice_cli import main as voice_main
+    from thetalker.wavio import write_wav
+
+    server, seen = keyed_server
+    monkeypatch.setenv("THETALKER_API_KEY", SECRET)
+    assert voice_main(["--base-url", server.base_url, "list"]) == 0
+    assert seen[-1] == f"Bearer {SECRET}"
+    clip = write_wav(tmp_path / "ref.wav", b"\0\1" * 48000, 24000)
+    assert register_voice_blocking(server.base_url, "ref", clip, "A reference.")
+    assert seen[-1] == f"Bearer {SECRET}"
+    assert SECRET not in capsys.readouterr().out
