@@ -76,6 +76,10 @@ def test_fd_exhaustion_is_told_from_other_errors():
     wrapped.__cause__ = emfile
     assert is_fd_exhaustion(emfile) and is_fd_exhaustion(wrapped)
     assert not is_fd_exhaustion(ConnectionRefusedError(errno.ECONNREFUSED, "refused"))
+    import aiohttp
+
+    connector = aiohttp.ClientConnectorError(None, emfile)  # as aiohttp raises it
+    assert is_fd_exhaustion(connector)
 
 
 def test_thetalker_bench_refuses_up_front_under_a_low_hard_limit(tmp_path):

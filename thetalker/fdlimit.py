@@ -61,5 +61,9 @@ def is_fd_exhaustion(exc: BaseException) -> bool:
         seen.add(id(current))
         if isinstance(current, OSError) and current.errno in (errno.EMFILE, errno.ENFILE):
             return True
-        current = current.__cause__ or current.__context__
+        # aiohttp's ClientConnectorError keeps the OSError it wraps as `os_error`.
+        wrapped = getattr(current, "os_error", None)
+        current = (
+            wrapped if isinstance(wrapped, OSError) else current.__cause__ or current.__context__
+        )
     return False
