@@ -36,7 +36,14 @@ CHANGED = {
         "max_num_batched_tokens": "196608",
     },
     "omnivoice": {"dtype": "float32"},
-    "piper-joe": {"workers": "1", "threads_per_worker": "onnxruntime default"},
+    "piper-joe": {
+        "workers": "1",
+        "threads_per_worker": "onnxruntime default",
+        "initial_chunk_words": "0",
+        "chunk_words": "0",
+        "min_chunk_words": "1",
+        "scheduling_policy": "fifo",
+    },
 }
 CHANGED["qwen3tts06b"] = CHANGED["qwen3tts17b"]
 
@@ -167,8 +174,16 @@ def test_piper_joe_is_the_local_servers_format():
     assert doc == {
         "workers": 2,
         "threads_per_worker": 1,
+        "initial_chunk_words": 3,
+        "chunk_words": 6,
+        "min_chunk_words": 3,
+        "scheduling_policy": "deadline",
+        "max_active_streams": 0,
         "synthesis": {"length_scale": 1.0, "noise_scale": 0.667, "noise_w_scale": 0.8},
     }
+    from thetalker.server.settings import load_deploy_config
+
+    load_deploy_config(resolve("piper-joe").path)  # the server reads every key of it
     entry = resolve("piper-joe")
     assert (entry.launcher, entry.model_id, entry.sample_rate) == ("local", "piper-joe", 22050)
 

@@ -179,6 +179,18 @@ async def serve(
             engine.workers,
             ", API key required on /v1/*" if api_key else "",
         )
+        chunks = getattr(engine, "chunks", None)
+        scheduler = getattr(engine, "scheduler", None)
+        if chunks is not None and scheduler is not None:
+            log.info(
+                "Streaming: pieces of %s words (first %d, at least %d), scheduling_policy %s, "
+                "max_active_streams %s",
+                chunks.chunk_words or "whole-sentence",
+                chunks.initial_chunk_words,
+                chunks.min_chunk_words,
+                scheduler.policy,
+                scheduler.max_active_streams or "unlimited",
+            )
         log.info("Started in %.2f s", time.perf_counter() - t_start)
         log.info("Application startup complete.")
         await stop.wait()

@@ -250,9 +250,11 @@ def piper_words(phonemes: list[str]) -> list[list[str]]:
 
 # A piece cut inside a sentence keeps this much of its edge silence: Piper pads every call
 # with about 0.06 s before and 0.15 s after the speech, which between pieces is a pause.
-EDGE_LEVEL = 0.02
-KEEP_LEAD_S = 0.02
-KEEP_TRAIL_S = 0.05
+# Word-final plosives and fricatives are quiet: the trailing margin keeps 0.1 s after the last
+# loud sample so that "-ed" and "-s" endings survive (a 0.05 s margin lost them: docs/quality.md).
+EDGE_LEVEL = 0.01
+KEEP_LEAD_S = 0.03
+KEEP_TRAIL_S = 0.10
 
 
 def trim_edges(audio: Any, sample_rate: int, lead: bool, trail: bool) -> Any:
