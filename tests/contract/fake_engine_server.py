@@ -296,6 +296,10 @@ def build_state(args, profile: schedule.ModelProfile):
     }
     if diffusion:
         state["diffusion_engine"] = engine
+    else:  # as omni_init_app_state: the text-in WebSocket (/v1/audio/speech/stream) over it
+        from vllm_omni.entrypoints.openai.serving_speech_stream import OmniStreamingSpeechHandler
+
+        state["openai_streaming_speech"] = OmniStreamingSpeechHandler(speech_service=serving)
     return serving, state
 
 

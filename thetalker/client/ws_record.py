@@ -33,6 +33,7 @@ _EVENT_KEYS = (
     "error",
     "message",
     "partial_audio",
+    "sample_rate",  # what audio.start states (0.30.0: 24000 for every model), never used
 )
 
 
