@@ -125,6 +125,7 @@ class FakeEngine:
         self.tts_batch_max_items = 32
         self.tts_max_instructions_length = None
         self.mod_metrics = None
+        self.is_running = True
 
     async def check_health(self) -> None:
         return None
@@ -244,6 +245,9 @@ def build_state(args, profile: schedule.ModelProfile):
         hf_config=hf_config_for(profile),
         async_chunk=deploy.async_chunk,
         max_model_len=4096,
+        tokenizer=args.model,
+        allowed_local_media_path=args.allowed_local_media_path or "",
+        allowed_media_domains=args.allowed_media_domains,
     )
     stages = []
     for ps, sc in zip(pipeline.stages, merged, strict=True):
@@ -332,6 +336,7 @@ async def serve(args, app) -> None:
     sock.bind((args.host or "127.0.0.1", args.port))
     config = uvicorn.Config(app, log_level="info", timeout_keep_alive=5, access_log=False)
     server = uvicorn.Server(config)
+    app.state.server = server  # as vLLM's serve_http sets it (the error handlers read it)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
