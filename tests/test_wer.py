@@ -207,13 +207,22 @@ def test_cli_score_writes_wer_json_with_sidecar_meta(tmp_path) -> None:
     assert data["sample_ids"] == ["a", "b"]
 
 
-def test_cli_score_empty_transcripts_writes_null_not_nan(tmp_path) -> None:
+def test_cli_score_empty_transcripts_is_an_error_naming_the_file(tmp_path, capsys) -> None:
+    # Once "WER nan ± nan % over 0 sentences" with exit 0: a WER of nothing is no number.
     t = tmp_path / "transcripts.jsonl"
     t.write_text("")
     out = tmp_path / "wer.json"
-    assert wer.main(["score", "--transcripts", str(t), "--out", str(out)]) == 0
-    assert "NaN" not in out.read_text()
-    assert json.loads(out.read_text())["wer"] is None
+    assert wer.main(["score", "--transcripts", str(t), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {t}: no sentences" in err and "nan" not in err and not out.exists()
+    write_jsonl(t, [row("s1", 0, 0, 0, 0)])  # rows, but no reference word to score
+    assert wer.main(["score", "--transcripts", str(t), "--out", str(out)]) == 2
+
+
+def test_nan_is_written_as_null_not_nan(tmp_path) -> None:
+    out = tmp_path / "wer.json"
+    wer._write_json(out, {"wer": float("nan")})
+    assert "NaN" not in out.read_text() and json.loads(out.read_text())["wer"] is None
 
 
 def test_cli_compare_and_bad_line_message(tmp_path, capsys) -> None:

@@ -32,6 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from thetalker import wer
 from thetalker.records import RecordError, read_records, write_json
+from thetalker.wavio import WavError, read_wav
 
 __all__ = [
     "BACKENDS",
@@ -117,6 +118,7 @@ def _run_all(
     """Transcribe in order with `workers` threads (the decoders release the GIL)."""
     out = [""] * len(paths)
     todo = [i for i, p in enumerate(paths) if has_audio(p)]
+    one = _decoding(one)
     with _progress(len(paths), desc, progress) as bar:
         bar.update(len(paths) - len(todo))
         if workers <= 1:
@@ -302,7 +304,8 @@ def make_backend(
 
 
 def _audio_of(record: dict[str, Any], base: Path, where: str) -> Path | None:
-    """The saved audio of a successful record; None for a failed or empty one."""
+    """The saved audio of a successful record; None for a failed or empty one. The file
+    must be a WAV (what the client saves), checked before any model loads."""
     if not record.get("ok") or not float(record.get("audio_s") or 0.0) > 0:
         return None
     rel = record.get("audio_path")
@@ -311,7 +314,27 @@ def _audio_of(record: dict[str, Any], base: Path, where: str) -> Path | None:
     path = Path(rel) if Path(rel).is_absolute() else base / rel
     if not path.exists():
         raise RecordError(f"{where}: audio_path {rel} not found (looked at {path})")
+    try:
+        read_wav(path)
+    except WavError as exc:
+        raise RecordError(f"{where}: audio_path {rel}: {exc}") from None
     return path
+
+
+class AsrError(RuntimeError):
+    """An audio file the backend could not decode; names the file."""
+
+
+def _decoding(one: Callable[[AudioPath], str]) -> Callable[[AudioPath], str]:
+    """`one`, with a decoder's failure (PyAV, a bad file) as AsrError naming the file."""
+
+    def wrapped(path: AudioPath) -> str:
+        try:
+            return one(path)
+        except Exception as exc:
+            raise AsrError(f"{path}: cannot transcribe: {type(exc).__name__}: {exc}") from None
+
+    return wrapped
 
 
 def transcribe_records(
@@ -329,6 +352,8 @@ def transcribe_records(
             continue
         chosen.append(rec)
         paths.append(_audio_of(rec, base, f"{records_path}: record {n}"))
+    if not chosen:
+        raise RecordError(f"{records_path}: no scored records to transcribe (an empty run?)")
     hyps = transcriber.transcribe(paths)
     rows = []
     for rec, path, hyp in zip(chosen, paths, hyps, strict=True):
@@ -348,6 +373,16 @@ def transcribe_records(
             }
         )
     return rows
+
+
+class _NoTranscriber:
+    """Hears nothing: `transcribe_records` with it only checks the records and audio files."""
+
+    def transcribe(self, paths: Sequence[AudioPath | None]) -> list[str]:
+        return [""] * len(paths)
+
+    def describe(self) -> dict[str, Any]:
+        return {}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -378,13 +413,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return 2
     try:
+        # The records and their audio are checked before the model loads (seconds, a GPU).
+        transcribe_records(args.records, _NoTranscriber(), args.include_warmup)
         backend = make_backend(
             args.backend, args.model, args.workers, not args.no_progress, args.device
         )
         t0 = time.perf_counter()
         rows = transcribe_records(args.records, backend, args.include_warmup)
         wall_s = time.perf_counter() - t0
-    except (RecordError, OSError, ImportError) as exc:
+    except (RecordError, AsrError, OSError, ImportError, UnicodeDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)

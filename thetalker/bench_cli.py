@@ -111,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     audio.add_argument("--expected-sample-rate", type=int, help="mismatch is an error (exit 2)")
     audio.add_argument(
+        "--trust-sample-rate",
+        action="store_true",
+        help="use --sample-rate unchecked (by default one wav request checks it against the "
+        "server's; a mismatch exits 2)",
+    )
+    audio.add_argument(
         "--deploy", metavar="NAME",
         help="deploy name (thetalker-deploy): its sample rate is the expected one",
     )  # fmt: skip
@@ -211,6 +217,7 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         timeout_s=args.timeout,
         save_audio_dir=args.save_audio,
         threshold_s=args.threshold,
+        check_sample_rate=args.sample_rate is not None and not args.trust_sample_rate,
     )
 
 

@@ -9,9 +9,11 @@ figures, WER) rebuilds from `records.jsonl` alone. Schema: docs/records.md.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
-from collections.abc import Iterator, Mapping
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -27,9 +29,12 @@ __all__ = [
     "OPTIONAL_SUMMARY_FIELDS",
     "ERROR_TYPES",
     "RecordError",
+    "RecordWriteError",
     "error_info",
     "append_record",
     "read_records",
+    "missing_indices",
+    "incompleteness",
     "write_json",
     "read_json",
 ]
@@ -185,21 +190,55 @@ def error_info(kind: str, message: str, status: int | None = None) -> dict[str, 
     return {"type": kind, "message": message, "status": status}
 
 
+class RecordWriteError(OSError):
+    """A record could not be written (disk full, file made unwritable); names the file."""
+
+    def __str__(self) -> str:  # the message alone, no `[Errno N]` prefix
+        return str(self.strerror)
+
+
 def append_record(fh: IO[str], record: Mapping[str, Any] | Record) -> None:
-    """Append one record and push it to disk, so a crash keeps what was measured."""
+    """Append one record and push it to disk, so a crash keeps what was measured.
+
+    Raises RecordWriteError naming the file when the write, flush or fsync fails."""
     if isinstance(record, Record):
         record = record.to_json()
-    fh.write(json.dumps(record, separators=(",", ":")) + "\n")
-    fh.flush()
-    os.fsync(fh.fileno())
+    line = json.dumps(record, separators=(",", ":")) + "\n"
+    try:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        index = record.get("request_index")
+        raise RecordWriteError(
+            exc.errno, f"{fh.name}: cannot write the record of request {index}: {why}"
+        ) from None
 
 
-def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """Yield the records of a JSONL file; a torn last line (a crash mid-write) is skipped,
-    any other bad line raises RecordError naming file and line."""
+def read_records(
+    path: str | os.PathLike[str],
+    warn: Callable[[str], None] | None = None,
+    require_complete: bool = False,
+) -> Iterator[dict[str, Any]]:
+    """Yield the records of a JSONL file; any bad line raises RecordError naming file and line.
+
+    Two damages are reported, not hidden: a torn last line (a crash mid-write; everything
+    before it is intact) is skipped with a warning naming file and line, and, once the file is
+    read, request indices missing from 0..max (a failed or lost write) give a warning naming
+    the file and the indices (`incompleteness`). `warn` gets each warning line (default: stderr
+    with a `warning: ` prefix); `require_complete` raises RecordError for missing indices
+    instead, after the last record was yielded.
+    """
     path = Path(path)
-    with path.open(encoding="utf-8") as fh:
-        lines = fh.readlines()
+    say = warn if warn is not None else _warn_stderr
+    raw = path.read_bytes()
+    try:
+        lines = io.StringIO(raw.decode("utf-8"), newline="\n").readlines()  # on \n alone
+    except UnicodeDecodeError as exc:
+        line = 1 + raw[: exc.start].count(b"\n")
+        raise RecordError(f"{path}:{line}: not UTF-8 text") from None
+    indices: list[int] = []
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -207,14 +246,57 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             if lineno == len(lines) and not line.endswith("\n"):
-                return  # torn final write: everything before it is intact
+                say(f"{path}:{lineno}: torn last line skipped (a write cut short, e.g. SIGKILL)")
+                break  # torn final write: everything before it is intact
             raise RecordError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
         if not isinstance(record, dict):
             raise RecordError(f"{path}:{lineno}: a record must be a JSON object")
         missing = [f for f in RECORD_FIELDS if f not in record]
         if missing:
             raise RecordError(f"{path}:{lineno}: record lacks field(s) {', '.join(missing)}")
+        if isinstance(record["request_index"], int):
+            indices.append(record["request_index"])
         yield record
+    gap = incompleteness(path, indices)
+    if gap is not None:
+        if require_complete:
+            raise RecordError(gap)
+        say(gap)
+
+
+def missing_indices(indices: Iterable[int]) -> list[int]:
+    """Request indices absent from 0..max(indices): records lost between written ones."""
+    seen = set(indices)
+    return [i for i in range(max(seen) + 1) if i not in seen] if seen else []
+
+
+def incompleteness(path: str | os.PathLike[str], indices: Iterable[int]) -> str | None:
+    """`FILE: incomplete: ...` naming the missing request indices, or None when none is."""
+    indices = list(indices)
+    missing = missing_indices(indices)
+    if not missing:
+        return None
+    total = max(indices) + 1
+    return (
+        f"{path}: incomplete: {len(missing)} of {total} request indices missing "
+        f"({_ranges(missing)}); a record write failed or was lost"
+    )
+
+
+def _ranges(values: list[int], limit: int = 8) -> str:
+    """`3, 30-67, 90` (sorted input), at most `limit` runs then `...`."""
+    runs: list[list[int]] = []
+    for v in values:
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    shown = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:limit]]
+    return ", ".join(shown) + (", ..." if len(runs) > limit else "")
+
+
+def _warn_stderr(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def write_json(path: str | os.PathLike[str], data: Any) -> None:
@@ -222,8 +304,12 @@ def write_json(path: str | os.PathLike[str], data: Any) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise RecordWriteError(exc.errno, f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:

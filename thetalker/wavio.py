@@ -76,6 +76,8 @@ def parse_wav_header(buf: bytes, source: str = "wav") -> WavInfo:
                 raise WavError(f"{source}: audio format {audio_format} is not PCM")
             if rate <= 0 or channels <= 0:
                 raise WavError(f"{source}: bad format (rate {rate}, channels {channels})")
+            if bits not in (8, 16, 24, 32, 64):
+                raise WavError(f"{source}: bad format ({bits} bits per sample)")
             data_bytes = None if size in (STREAMING_SIZE, 0x7FFFFFFF) else size
             return WavInfo(rate, channels, bits, body, data_bytes)
         if size == STREAMING_SIZE:
@@ -124,11 +126,45 @@ def write_wav(
 
 
 def read_wav(path: str | os.PathLike[str]) -> tuple[bytes, WavInfo]:
-    """The PCM and format of a WAV file."""
+    """The PCM and format of a WAV file whose header states its length truly: a data size
+    beyond the file, or bytes after the data that are no chunk, raise WavError (a reader
+    that trusts the header would hear a different length than one that reads the file)."""
     data = Path(path).read_bytes()
     info = parse_wav_header(data, source=str(path))
-    end = len(data) if info.data_bytes is None else info.data_offset + info.data_bytes
+    if info.data_bytes is None:
+        return data[info.data_offset :], info
+    end = info.data_offset + info.data_bytes
+    if end > len(data):
+        raise WavError(
+            f"{path}: header says {info.data_bytes} bytes of audio, the file holds "
+            f"{len(data) - info.data_offset}"
+        )
+    _check_trailing_chunks(data, end + (info.data_bytes & 1), info, str(path))
     return data[info.data_offset : end], info
+
+
+def _check_trailing_chunks(data: bytes, pos: int, info: WavInfo, source: str) -> None:
+    """What follows the data chunk must be whole chunks (LIST, id3, ...), not more audio."""
+    while pos < len(data):
+        if len(data) - pos < 8 or not _is_chunk_id(data[pos : pos + 4]):
+            break
+        (size,) = struct.unpack_from("<I", data, pos + 4)
+        if pos + 8 + size > len(data):
+            break
+        pos += 8 + size + (size & 1)
+    else:
+        return
+    if len(data) - pos <= 1:  # a pad byte some writers leave
+        return
+    assert info.data_bytes is not None
+    raise WavError(
+        f"{source}: header says {info.data_bytes} bytes of audio, but {len(data) - pos} more "
+        "bytes follow that are no chunk (the header understates the length)"
+    )
+
+
+def _is_chunk_id(chunk_id: bytes) -> bool:
+    return all(32 <= b < 127 for b in chunk_id)
 
 
 def wav_seconds(path: str | os.PathLike[str]) -> float:

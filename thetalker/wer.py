@@ -402,6 +402,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "score":
             rows = read_transcripts(args.transcripts)
+            if not rows or not sum(int(r["reference_words"]) for r in rows):
+                raise TranscriptError(
+                    f"{args.transcripts}: no sentences with reference words to score "
+                    f"({len(rows)} rows): a WER of nothing is no number"
+                )
             meta = read_transcripts_meta(args.transcripts)
             out = summarize(rows, args.n_resamples, args.seed, args.confidence, meta)
             out = {"system": args.system, "model": args.model, **out}

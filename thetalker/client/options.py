@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,11 @@ class BenchOptions:
     text_pace_jitter: float = 0.0  # each gap times a seeded uniform 1 +- this (0 <= j < 1)
     text_trace: str | None = None  # a file of recorded piece offsets; replaces the pace
     split_granularity: str = "sentence"  # the server's unit: none, sentence or clause
+    # The variable holding the API key (thetalker.api_key; None: its defaults). Never the key.
+    api_key_env: str | None = None
+    # An explicit sample_rate checked against the server's (one non-streamed wav request
+    # before the warmup; thetalker-bench sets it unless --trust-sample-rate).
+    check_sample_rate: bool = False
 
 
 class BenchError(RuntimeError):
@@ -117,6 +123,15 @@ def validate_options(opts: BenchOptions) -> None:
         value = getattr(opts, name)
         if value is not None and (not isinstance(value, int) or value <= 0):
             bad(name, f"must be a positive integer (got {value!r})")
+    given, expected = opts.sample_rate, opts.expected_sample_rate
+    if given and expected and given != expected:  # refused before anything is sent
+        bad(
+            "sample_rate",
+            f"{given} Hz given, but {expected} Hz expected "
+            "(--expected-sample-rate or the --deploy name's model)",
+        )
+    if not (math.isfinite(opts.threshold_s) and opts.threshold_s > 0):
+        bad("threshold_s", f"must be a finite number of seconds > 0 (got {opts.threshold_s})")
     if not 0 <= opts.max_error_rate <= 1:
         bad("max_error_rate", f"must be within 0..1 (got {opts.max_error_rate})")
     if opts.task_type == "Base" and not (opts.ref_audio or opts.voice):
@@ -138,7 +153,26 @@ def validate_options(opts: BenchOptions) -> None:
         bad("register_voice", "needs ref_audio (and ref_text) to upload")
     if not opts.base_url.startswith(("http://", "https://")):
         bad("base_url", f"must start with http:// or https:// (got {opts.base_url!r})")
+    url_problem = _url_problem(opts.base_url)
+    if url_problem:
+        bad("base_url", f"{url_problem} (got {opts.base_url!r})")
     _validate_agent(opts, bad)
+
+
+def _url_problem(url: str) -> str | None:
+    """Why `url` is no usable http(s) URL (no host, a bad port, spaces), or None."""
+    from urllib.parse import urlsplit
+
+    if any(c.isspace() for c in url):
+        return "a URL cannot contain spaces"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port that is no number 0-65535)
+    except ValueError as exc:
+        return f"not a valid URL ({exc})"
+    if not parts.hostname:
+        return "no host in the URL"
+    return None
 
 
 PROTOCOLS = ("http", "websocket")

@@ -30,9 +30,11 @@ async def probe_sample_rate(
             data = await resp.read()
             if resp.status >= 400:
                 message = error_message(data, resp.status, resp.content_type)
-                raise ProbeError(f"sample-rate request: HTTP {resp.status}: {message}")
+                raise ProbeError(f"sample-rate request to {url}: HTTP {resp.status}: {message}")
     except TimeoutError:
-        raise ProbeError(f"sample-rate request: no answer within {timeout_s:g} s") from None
+        raise ProbeError(
+            f"sample-rate request to {url}: no answer within {timeout_s:g} s"
+        ) from None
     except aiohttp.ClientError as exc:
         raise ProbeError(f"sample-rate request to {url}: {_describe(exc)}") from None
     try:

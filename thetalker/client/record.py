@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,10 +44,24 @@ class RunContext:
         return cls(opts, out_dir, t_origin, sample_rate, save_dir, below)
 
 
+# Longest sample_id part of a saved audio file's name: far below a file system's 255 bytes.
+AUDIO_NAME_ID_CHARS = 64
+
+
+def audio_file_name(request_index: int, sample_id: str) -> str:
+    """`{index:05d}_{id}.wav`, the id's characters other than `A-Za-z0-9._-` as `_`; an id
+    longer than AUDIO_NAME_ID_CHARS is cut and given a hash of the whole id, so any id
+    makes a valid, distinct name (the record keeps the full id)."""
+    safe_id = re.sub(r"[^A-Za-z0-9._-]", "_", sample_id)
+    if len(safe_id) > AUDIO_NAME_ID_CHARS:
+        digest = hashlib.sha256(sample_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        safe_id = f"{safe_id[:AUDIO_NAME_ID_CHARS]}-{digest}"
+    return f"{request_index:05d}_{safe_id}.wav"
+
+
 def audio_file(ctx: RunContext, ex: _Exchange) -> Path:
     assert ctx.save_dir is not None
-    safe_id = re.sub(r"[^A-Za-z0-9._-]", "_", ex.prompt.sample_id)
-    return ctx.save_dir / f"{ex.request_index:05d}_{safe_id}.wav"
+    return ctx.save_dir / audio_file_name(ex.request_index, ex.prompt.sample_id)
 
 
 def build_record(ctx: RunContext, ex: _Exchange) -> Record:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from thetalker.client.options import (
     BenchError,
     BenchOptions,
     OptionsError,
+    ProbeError,
     SampleRateError,
     effective_workers,
     validate_options,
@@ -74,6 +76,8 @@ async def arun_benchmark(
         ctx.save_dir.mkdir(parents=True, exist_ok=True)
     session = open_session(opts, opts.concurrency)
     sink = open_sink(out_dir / "records.jsonl", ctx)
+    # A failed record write stops the point at once: what is sent after it would be lost.
+    sink.on_failure = _cancel_on_failure(asyncio.current_task(), asyncio.get_running_loop())
     rate_source = "explicit" if opts.sample_rate else "auto"
     tally = Tally(point_label(opts.concurrency, opts.request_rate), opts.requests)
 
@@ -104,6 +108,8 @@ async def arun_benchmark(
                 )
             else:
                 ctx.sample_rate = opts.sample_rate
+                if opts.check_sample_rate:
+                    await _check_explicit_rate(session, base_url, first_body, opts)
             if opts.expected_sample_rate and ctx.sample_rate != opts.expected_sample_rate:
                 raise SampleRateError(
                     f"sample rate {ctx.sample_rate} Hz ({rate_source}) is not the expected "
@@ -146,6 +152,37 @@ async def arun_benchmark(
             )
             write_json(out_dir / "summary.json", summary)
     return summary
+
+
+def _cancel_on_failure(
+    task: asyncio.Task[Any] | None, loop: asyncio.AbstractEventLoop
+) -> Callable[[str], None]:
+    """The sink's `on_failure` (called from its writer thread): cancel the run's task; the
+    sink's close then raises BenchError naming the file."""
+
+    def cancel(_message: str) -> None:
+        if task is not None:
+            loop.call_soon_threadsafe(task.cancel)
+
+    return cancel
+
+
+async def _check_explicit_rate(
+    session: Any, base_url: str, body: dict[str, Any], opts: BenchOptions
+) -> None:
+    """An explicit rate checked against the server's own (one non-streamed `wav` request):
+    a wrong one would scale every audio second and RTFx. A server that cannot answer the
+    probe leaves the explicit rate trusted, with a warning."""
+    try:
+        served = await probe_sample_rate(session, base_url, body, opts.timeout_s)
+    except (ProbeError, SampleRateError) as exc:
+        print(f"warning: sample_rate {opts.sample_rate} not checked: {exc}", file=sys.stderr)
+        return
+    if served != opts.sample_rate:
+        raise SampleRateError(
+            f"sample_rate: {opts.sample_rate} Hz given, but the server streams {served} Hz "
+            f"(its wav header); give --sample-rate {served} or leave it out"
+        )
 
 
 def run_benchmark(

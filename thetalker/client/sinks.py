@@ -16,7 +16,7 @@ from thetalker.client.child import ParentWatch
 from thetalker.client.options import BenchError, effective_workers
 from thetalker.client.receive import _describe, _Exchange
 from thetalker.client.record import RunContext, build_record
-from thetalker.records import append_record, read_records
+from thetalker.records import RecordWriteError, append_record, read_records
 
 __all__ = ["PROCESS_SINK_FROM", "RecordSink", "ThreadSink", "ProcessSink", "open_sink"]
 
@@ -29,7 +29,13 @@ _SWITCH_INTERVAL_S = 0.0002
 
 class RecordSink(Protocol):
     """Where a run's exchanges go. `put` never blocks the event loop; `close` returns every
-    record, sorted by `request_index`, and raises BenchError if writing failed."""
+    record, sorted by `request_index`, and raises BenchError if writing failed.
+
+    `on_failure`, when set, is called (from the writer's thread) once, at the first failed
+    write: the run stops the point there rather than send requests whose records are lost.
+    Nothing is written after that failure."""
+
+    on_failure: Callable[[str], None] | None
 
     def put(self, ex: _Exchange | dict[str, Any]) -> None: ...
 
@@ -65,6 +71,7 @@ class ThreadSink:
     ) -> None:
         self.ctx = ctx
         self.records: list[dict[str, Any]] = []
+        self.on_failure: Callable[[str], None] | None = None
         self._forward = forward
         self._fh = path.open("w", encoding="utf-8") if path is not None else None
         self._queue: queue.SimpleQueue[_Exchange | dict[str, Any] | None] = queue.SimpleQueue()
@@ -84,6 +91,8 @@ class ThreadSink:
 
     def _run(self) -> None:
         while (ex := self._queue.get()) is not None:
+            if self._error is not None:
+                continue  # after a failed write nothing more is written (the point stops)
             try:
                 record = ex if isinstance(ex, dict) else build_record(self.ctx, ex).to_json()
                 if self._fh is not None:
@@ -91,17 +100,20 @@ class ThreadSink:
                 if self._forward is not None:
                     self._forward(record)
                 self.records.append(record)
-            except BaseException as exc:  # reported by close(); later records still written
-                self._error = self._error or exc
+            except BaseException as exc:  # reported by close() and on_failure
+                self._error = exc
+                if self.on_failure is not None:
+                    self.on_failure(_describe_write(exc))
 
     def close(self) -> list[dict[str, Any]]:
         self._queue.put(None)
         self._thread.join()
         sys.setswitchinterval(self._switch_interval)
         if self._fh is not None:
-            self._fh.close()
+            with contextlib.suppress(OSError):  # a failed flush was reported already
+                self._fh.close()
         if self._error is not None:
-            raise BenchError(f"writing records failed: {_describe(self._error)}")
+            raise BenchError(f"writing records failed: {_describe_write(self._error)}")
         return sorted(self.records, key=lambda r: r["request_index"])
 
 
@@ -117,6 +129,7 @@ class ProcessSink:
     def __init__(self, path: Path, ctx: RunContext) -> None:
         self.ctx = ctx
         self.path = path
+        self.on_failure: Callable[[str], None] | None = None
         mp = multiprocessing.get_context("spawn")
         self._queue = mp.Queue()
         self._done = mp.Queue()
@@ -129,15 +142,37 @@ class ProcessSink:
             daemon=True,
         )
         self._proc.start()
-        self._ready = False
+        self._ready = threading.Event()
+        self._error: str | None = None  # the first failed write, as the process said it
+        self._end: str | None = "the record writer process ended without a word"
+        # Reads the process's messages as they come: a failed write is known at once.
+        self._watcher = threading.Thread(target=self._watch, name="thetalker-records-watch")
+        self._watcher.daemon = True
+        self._watcher.start()
+
+    def _watch(self) -> None:
+        while True:
+            try:
+                message = self._done.get(timeout=0.5)
+            except queue.Empty:
+                if not self._proc.is_alive():
+                    return
+                continue
+            kind, text = message
+            if kind == "ready":
+                self._ready.set()
+            elif kind == "error" and self._error is None:
+                self._error = text
+                if self.on_failure is not None:
+                    self.on_failure(text)
+            elif kind == "end":
+                self._end = text
+                return
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         """Block until the writer process has started (its imports cost ~1 s of CPU that
         must not overlap the scored requests); call it when nothing is in flight."""
-        if not self._ready:
-            with contextlib.suppress(queue.Empty):
-                self._done.get(timeout=timeout_s)
-            self._ready = True
+        self._ready.wait(timeout_s)
 
     def put(self, ex: _Exchange | dict[str, Any]) -> None:
         if not self._sent_ctx:  # complete (sample rate known) once requests finish
@@ -147,17 +182,8 @@ class ProcessSink:
 
     def close(self) -> list[dict[str, Any]]:
         self._queue.put(None)
-        error: str | None = "the record writer process ended without a word"
-        while True:
-            try:
-                message = self._done.get(timeout=0.5)
-            except queue.Empty:
-                if not self._proc.is_alive():
-                    break
-                continue
-            if message != ("ready",):
-                error = message[0]
-                break
+        self._watcher.join()
+        error = self._error or self._end
         self._proc.join(10)
         if self._proc.is_alive():
             self._proc.kill()
@@ -174,26 +200,36 @@ def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
     watch = ParentWatch()  # the parent stops it, after its records
     with contextlib.suppress(OSError):
         os.nice(10)
-    done.put(("ready",))
+    done.put(("ready", None))
     error: str | None = None
     ctx: RunContext | None = None
-    with open(path, "a", encoding="utf-8") as fh:
-        while True:
-            try:
-                item = inbox.get(timeout=1.0)
-            except queue.Empty:
-                if not watch.parent_alive():  # the parent was killed outright
-                    break
-                continue
-            if item is None:
+    fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed below, errors kept)
+    while True:
+        try:
+            item = inbox.get(timeout=1.0)
+        except queue.Empty:
+            if not watch.parent_alive():  # the parent was killed outright
                 break
-            if isinstance(item, RunContext):
-                ctx = item
-                continue
-            try:
-                assert ctx is not None
-                record = item if isinstance(item, dict) else build_record(ctx, item).to_json()
-                append_record(fh, record)
-            except BaseException as exc:  # reported by close(); later records still written
-                error = error or _describe(exc)
-    done.put((error,))
+            continue
+        if item is None:
+            break
+        if isinstance(item, RunContext):
+            ctx = item
+            continue
+        if error is not None:
+            continue  # after a failed write nothing more is written (the point stops)
+        try:
+            assert ctx is not None
+            record = item if isinstance(item, dict) else build_record(ctx, item).to_json()
+            append_record(fh, record)
+        except BaseException as exc:  # reported at once, and by close()
+            error = _describe_write(exc)
+            done.put(("error", error))
+    with contextlib.suppress(OSError):
+        fh.close()  # a failed flush was reported already
+    done.put(("end", error))
+
+
+def _describe_write(exc: BaseException) -> str:
+    """A write failure's own message (it names the file); anything else as `_describe`."""
+    return str(exc) if isinstance(exc, RecordWriteError) else _describe(exc)

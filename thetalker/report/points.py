@@ -137,14 +137,17 @@ def _mean(values: Sequence[float | None]) -> float | None:
 def point_row(
     records_path: str | Path | Sequence[str | Path],
     thresholds_s: Sequence[float] = CONTINUITY_THRESHOLDS_S,
+    allow_incomplete: bool = False,
 ) -> dict[str, Any]:
-    """One point's row from its records file (or the files of its rounds)."""
+    """One point's row from its records file (or the files of its rounds). A file with
+    request indices missing (a lost write) raises RecordError naming it and them, unless
+    `allow_incomplete` (then a warning on stderr)."""
     paths = [records_path] if isinstance(records_path, str | Path) else list(records_path)
     where = [point_location(p) for p in paths]
     first = where[0]
     if any((w.system, w.model, w.point) != (first.system, first.model, first.point) for w in where):
         raise PointPathError(f"{paths[0]}: rounds of different points given together")
-    rounds = [list(read_records(p)) for p in paths]
+    rounds = [list(read_records(p, require_complete=not allow_incomplete)) for p in paths]
     pooled = [r for one in rounds for r in one]
     summary = flatten(summarize_point(pooled, concurrency=first.concurrency))
     figures = point_intervals(rounds, thresholds_s)
@@ -189,9 +192,11 @@ def _group_rounds(paths: Iterable[str | Path]) -> list[list[Path]]:
 
 
 def points_rows(
-    paths: Iterable[str | Path], thresholds_s: Sequence[float] = CONTINUITY_THRESHOLDS_S
+    paths: Iterable[str | Path],
+    thresholds_s: Sequence[float] = CONTINUITY_THRESHOLDS_S,
+    allow_incomplete: bool = False,
 ) -> list[dict[str, Any]]:
-    return [point_row(group, thresholds_s) for group in _group_rounds(paths)]
+    return [point_row(group, thresholds_s, allow_incomplete) for group in _group_rounds(paths)]
 
 
 def write_points(rows: Sequence[Mapping[str, Any]], out: str | Path) -> None:
@@ -217,9 +222,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=list(CONTINUITY_THRESHOLDS_S),
         help="thresholds (s) of the continuity columns (report.continuity_thresholds_s)",
     )
+    parser.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="take a records file with request indices missing (warned) instead of refusing it",
+    )
     args = parser.parse_args(argv)
     try:
-        rows = points_rows(args.records, args.continuity_thresholds_s)
+        rows = points_rows(args.records, args.continuity_thresholds_s, args.allow_incomplete)
     except (RecordError, PointPathError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
