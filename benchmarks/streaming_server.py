@@ -48,32 +48,34 @@ def in_process(plan: ChunkPlan, texts: Sequence[str], repeats: int = 2) -> dict[
     backend = PiperBackend(settings)
     voice = backend.load_worker()
 
-    def run(p: ChunkPlan) -> tuple[float, float, list[float]]:
-        audio = wall = 0.0
-        firsts = []
-        for _ in range(repeats):
-            for text in texts:
-                t0 = time.perf_counter()
-                first = None
-                for k, sentence in enumerate(split_sentences(text)):
-                    for piece in backend.split(voice, sentence, p, k == 0):
-                        pcm = backend.render(voice, piece, 1.0, 0)
-                        audio += len(pcm) / (2 * RATE)
-                        if first is None:
-                            first = time.perf_counter() - t0
-                wall += time.perf_counter() - t0
-                firsts.append(first or 0.0)
-        return audio, wall, firsts
+    def one(p: ChunkPlan, text: str) -> tuple[float, float, float]:
+        """(audio s, wall s, first-audio s) of one prompt under plan `p`."""
+        audio, first = 0.0, None
+        t0 = time.perf_counter()
+        for k, sentence in enumerate(split_sentences(text)):
+            for piece in backend.split(voice, sentence, p, k == 0):
+                audio += len(backend.render(voice, piece, 1.0, 0)) / (2 * RATE)
+                if first is None:
+                    first = time.perf_counter() - t0
+        return audio, time.perf_counter() - t0, first or 0.0
 
-    whole_audio, whole_wall, whole_first = run(ChunkPlan())
-    piece_audio, piece_wall, piece_first = run(plan)
+    totals = {"whole": [0.0, 0.0], "pieces": [0.0, 0.0]}
+    firsts: dict[str, list[float]] = {"whole": [], "pieces": []}
+    # Interleaved, prompt by prompt, so a change in the machine's load hits both alike.
+    for _ in range(repeats):
+        for text in texts:
+            for name, p in (("whole", ChunkPlan()), ("pieces", plan)):
+                audio, wall, first = one(p, text)
+                totals[name][0] += audio
+                totals[name][1] += wall
+                firsts[name].append(first)
     return {
-        "rtfx_whole": whole_audio / whole_wall,
-        "rtfx_pieces": piece_audio / piece_wall,
-        "audio_s_whole": whole_audio / repeats,
-        "audio_s_pieces": piece_audio / repeats,
-        "first_whole_s": statistics.median(whole_first),
-        "first_piece_s": statistics.median(piece_first),
+        "rtfx_whole": totals["whole"][0] / totals["whole"][1],
+        "rtfx_pieces": totals["pieces"][0] / totals["pieces"][1],
+        "audio_s_whole": totals["whole"][0] / repeats,
+        "audio_s_pieces": totals["pieces"][0] / repeats,
+        "first_whole_s": statistics.median(firsts["whole"]),
+        "first_piece_s": statistics.median(firsts["pieces"]),
     }
 
 
@@ -121,10 +123,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--deploy-config", type=Path, default=ROOT / "deploy" / "piper-joe.yaml")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--repeats", type=int, default=2, help="in-process passes over prompts")
+    parser.add_argument("--in-process-only", action="store_true", help="skip the server part")
     args = parser.parse_args(argv)
     settings = engine_settings(args.deploy_config)
     load_before = os.getloadavg()[0]
-    local = in_process(settings.chunks, PROMPTS)
+    local = in_process(settings.chunks, PROMPTS, args.repeats)
     print(
         f"in-process, 1 session: RTFx whole {local['rtfx_whole']:.2f}, "
         f"pieces {local['rtfx_pieces']:.2f} "
@@ -133,7 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"piece; audio {local['audio_s_whole']:.1f} s whole, {local['audio_s_pieces']:.1f} s "
         "in pieces"
     )
-    rows = []
+    rows: list[dict[str, Any]] = []
+    if args.in_process_only:
+        return 0
     with local_server(args.deploy_config) as base_url:
         print(
             "| concurrency | continuity % | TTFA p50 (s) | margin p50 | margin min "

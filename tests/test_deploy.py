@@ -177,7 +177,7 @@ def test_piper_joe_is_the_local_servers_format():
         "initial_chunk_words": 3,
         "chunk_words": 6,
         "min_chunk_words": 3,
-        "scheduling_policy": "deadline",
+        "scheduling_policy": "round_robin",
         "max_active_streams": 0,
         "synthesis": {"length_scale": 1.0, "noise_scale": 0.667, "noise_w_scale": 0.8},
     }

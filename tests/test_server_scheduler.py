@@ -10,6 +10,7 @@ times.
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 import time
 from pathlib import Path
@@ -333,3 +334,30 @@ async def test_idle_and_half_sent_connections_are_closed() -> None:
     finally:
         guard.cancel()
         await runner.cleanup()
+
+
+async def test_a_client_that_stops_reading_is_cut_after_the_write_timeout(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    from thetalker.server.guard import ServerLimits
+
+    # 4 MB of audio a piece: the socket buffers fill long before the stream ends.
+    engine = FakeEngine(workers=1, chars_s=10.0, sentence_delay_s=0.0, chunks=ChunkPlan(1, 1))
+    limits = ServerLimits(write_timeout_s=0.5)
+    client = await aiohttp_client(make_app(engine, voices_dir=tmp_path, limits=limits))
+    body = json.dumps({"input": " ".join(["abcdefghij"] * 100), **STREAM}).encode()
+    reader, writer = await asyncio.open_connection(client.host, client.port)
+    writer.write(
+        b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    await writer.drain()  # ...and never read the answer
+    for _ in range(100):
+        await asyncio.sleep(0.1)
+        values = metric_values(await (await client.get("/metrics")).text())
+        if values["thetalker:requests_cancelled_total"] == 1:
+            break
+    assert values["thetalker:requests_cancelled_total"] == 1
+    assert values["thetalker:streams_active"] == 0
+    writer.close()

@@ -1,6 +1,6 @@
 """The default configuration shows the knee: `snakemake --cores 2` on a copy of the workflow.
 
-The fair system (`local`: pieces, earliest-deadline scheduler) plays every stream gapless at one
+The fair system (`local`: pieces, round-robin scheduler) plays every stream gapless at one
 stream and fails continuity at the top of the grid, which is past what two cores stream in real
 time; the fifo system (`local-stock`) keeps its streams whole and lets first audio grow
 instead. This is the shape config/README.md describes; it could fail (a server that wrote each
