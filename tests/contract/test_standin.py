@@ -1,0 +1,215 @@
+"""`tests/standins/vllm-omni` answers HTTP as 0.30.0 does: the same requests to the stand-in
+and to 0.30.0's real layer, status and body shape compared (vllm-omni-030.md rows 8-14)."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.contract.conftest import REPO
+from thetalker.deploy import resolve
+from thetalker.wavio import write_wav
+
+STANDIN = REPO / "tests" / "standins" / "vllm-omni"
+QWEN = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def pair(server_factory, tmp_path_factory):
+    """(stand-in url, real-layer url), both serving the Qwen3 CustomVoice deploy."""
+    real = server_factory(QWEN, resolve("qwen3tts17b").path)
+    port = free_port()
+    voices = tmp_path_factory.mktemp("standin-speakers")
+    env = {**os.environ, "SPEAKER_SAMPLES_DIR": str(voices)}
+    cmd = [sys.executable, str(STANDIN), "serve", QWEN, "--omni", "--trust-remote-code"]
+    cmd += ["--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--deploy-config", str(resolve("qwen3tts17b").path)]
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield port, real.port
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=10)
+
+
+def call(port: int, method: str, path: str, body: bytes | None = None, ctype: str | None = None):
+    """(status, content type, chunks): one HTTP exchange; a cut body ends the chunk list."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    headers = {"Content-Type": ctype} if ctype else {}
+    conn.request(method, path, body=body, headers=headers)
+    resp = conn.getresponse()
+    data, cut = b"", False
+    try:
+        data = resp.read()
+    except http.client.IncompleteRead as exc:
+        data, cut = exc.partial, True
+    conn.close()
+    return resp.status, resp.getheader("Content-Type", ""), data, cut
+
+
+def speech(port: int, body: dict):
+    return call(port, "POST", "/v1/audio/speech", json.dumps(body).encode(), "application/json")
+
+
+def shape(data: bytes) -> dict:
+    """What a client reads from a JSON error: its keys, type, param and code."""
+    body = json.loads(data)
+    error = body.get("error")
+    if not isinstance(error, dict):
+        return {"keys": sorted(body)}
+    return {k: error[k] for k in ("type", "param", "code")} | {"keys": sorted(error)}
+
+
+def sse_events(data: bytes) -> list[tuple[str, dict]]:
+    events = []
+    for block in data.decode().split("\n\n"):
+        if block.strip():
+            lines = dict(line.split(": ", 1) for line in block.splitlines())
+            events.append((lines["event"], json.loads(lines["data"])))
+    return events
+
+
+BASE = {"input": "Hello there, a sentence.", "speaker": "ryan", "response_format": "pcm"}
+
+
+@pytest.mark.parametrize(
+    ("label", "body"),
+    [
+        ("unknown voice", {**BASE, "speaker": "joe", "stream": True, "stream_format": "audio"}),
+        ("wrong model", {**BASE, "model": "nope", "stream": True, "stream_format": "audio"}),
+        ("empty input", {**BASE, "input": "  ", "stream": True, "stream_format": "audio"}),
+        ("bad format", {**BASE, "response_format": "ogg"}),
+        ("mp3 streamed", {**BASE, "response_format": "mp3", "stream": True}),
+        ("bad stream format", {**BASE, "stream_format": "chunks"}),
+    ],
+)
+def test_refusals_have_0_30s_status_type_and_param(pair, label, body):
+    standin, real = pair
+    s_status, _, s_data, _ = speech(standin, body)
+    r_status, _, r_data, _ = speech(real, body)
+    assert s_status == r_status, label
+    assert shape(s_data) == shape(r_data), label
+
+
+def test_a_non_json_content_type_is_a_400(pair):
+    standin, real = pair
+    answers = [call(p, "POST", "/v1/audio/speech", b"input=hi", "text/plain") for p in pair]
+    assert answers[0][0] == answers[1][0] == 400
+    assert shape(answers[0][2]) == shape(answers[1][2])
+
+
+@pytest.mark.parametrize(
+    ("stream", "stream_format", "ctype"),
+    [
+        (True, "audio", "audio/pcm"),
+        (False, "audio", "audio/pcm"),  # stream_format audio streams whatever stream says
+        (True, None, "text/event-stream"),  # stream alone means SSE
+        (False, "sse", "text/event-stream"),
+        (False, None, "audio/pcm"),  # one whole file
+    ],
+)
+def test_stream_choice_and_content_type(pair, stream, stream_format, ctype):
+    body = {**BASE, "stream": stream}
+    if stream_format:
+        body["stream_format"] = stream_format
+    for port in pair:
+        status, got, data, cut = speech(port, body)
+        assert status == 200 and got.startswith(ctype) and not cut, (port, got)
+    s_type, r_type = speech(pair[0], body)[1], speech(pair[1], body)[1]
+    assert s_type == r_type
+
+
+def test_sse_events_and_usage_have_0_30s_shape(pair):
+    body = {**BASE, "stream": True, "stream_format": "sse", "response_format": "wav"}
+    s_events, r_events = (sse_events(speech(p, body)[2]) for p in pair)
+    assert [e for e, _ in s_events][-1] == [e for e, _ in r_events][-1] == "speech.audio.done"
+    assert {e for e, _ in s_events} == {e for e, _ in r_events}
+    # With wav, the first delta carries only the 44-byte header.
+    for events in (s_events, r_events):
+        assert len(base64.b64decode(events[0][1]["audio"])) == 44
+        assert sorted(events[0][1]) == ["audio", "response_format", "type"]
+    assert sorted(s_events[-1][1]["usage"]) == sorted(r_events[-1][1]["usage"])
+    s_details = s_events[-1][1]["usage"]["input_token_details"]
+    assert sorted(s_details) == sorted(r_events[-1][1]["usage"]["input_token_details"])
+
+
+@pytest.mark.parametrize("after", [0, 1])
+def test_an_engine_failure_after_the_200(pair, after):
+    text = f"This one fails. [fail-after={after}]"
+    raw = {**BASE, "input": text, "stream": True, "stream_format": "audio"}
+    for port in pair:
+        status, _, _, cut = speech(port, raw)
+        assert status == 200 and cut, "a raw body is cut, never a JSON 500"
+    sse = {**raw, "stream_format": "sse"}
+    answers = [sse_events(speech(p, sse)[2]) for p in pair]
+    for events in answers:
+        name, payload = events[-1]
+        assert name == "speech.audio.error"
+        assert payload["error"]["type"] == "server_error" and payload["error"]["code"] == 500
+    assert sorted(answers[0][-1][1]["error"]) == sorted(answers[1][-1][1]["error"])
+
+
+def test_voices_bodies_match(pair, tmp_path):
+    clip = tmp_path / "ref.wav"
+    t = np.arange(24000 * 2) / 24000
+    write_wav(clip, (0.3 * np.sin(2 * np.pi * 200 * t) * 32767).astype("<i2").tobytes(), 24000)
+
+    def upload(port: int, name: str):
+        boundary = uuid.uuid4().hex
+        parts = [
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+            for k, v in (("name", name), ("consent", "yes"), ("ref_text", "hello"))
+        ]
+        parts.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="audio_sample"; '
+            f'filename="ref.wav"\r\nContent-Type: audio/wav\r\n\r\n'.encode()
+            + clip.read_bytes()
+            + b"\r\n"
+        )
+        parts.append(f"--{boundary}--\r\n".encode())
+        ctype = f"multipart/form-data; boundary={boundary}"
+        return call(port, "POST", "/v1/audio/voices", b"".join(parts), ctype)
+
+    made = [upload(p, "  Guest ") for p in pair]
+    assert made[0][0] == made[1][0] == 200
+    s_voice, r_voice = (json.loads(m[2])["voice"] for m in made)
+    assert sorted(s_voice) == sorted(r_voice) and s_voice["name"] == r_voice["name"] == "Guest"
+    listed = [json.loads(call(p, "GET", "/v1/audio/voices")[2]) for p in pair]
+    assert listed[0]["voices"] == listed[1]["voices"]
+    assert sorted(listed[0]["uploaded_voices"][0]) == sorted(listed[1]["uploaded_voices"][0])
+    reserved = [upload(p, "Ryan") for p in pair]
+    assert reserved[0][0] == reserved[1][0] == 400
+    assert json.loads(reserved[0][2]) == json.loads(reserved[1][2])
+    for _ in range(2):  # deleted, then not found
+        gone = [call(p, "DELETE", "/v1/audio/voices/Guest") for p in pair]
+        assert gone[0][0] == gone[1][0]
+        assert json.loads(gone[0][2]) == json.loads(gone[1][2])
+
+
+def test_the_stand_in_is_executable():
+    assert os.access(STANDIN, os.X_OK) and Path(STANDIN).read_text().startswith("#!")
