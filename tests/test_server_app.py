@@ -594,3 +594,19 @@ def test_bad_deploy_config_names_file_and_key(tmp_path: Path, text: str, key: st
         load_deploy_config(path)
     message = str(info.value)
     assert str(path) in message and key in message and "\n" not in message
+
+
+async def test_stream_headers_go_out_before_the_first_audio(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    import time
+
+    engine = FakeEngine(chars_s=0.01, first_delay_s=0.5)
+    client = await aiohttp_client(make_app(engine, voices_dir=tmp_path))
+    t0 = time.perf_counter()
+    resp = await post_speech(client, **STREAM)  # returns once the status line and headers are in
+    t_headers = time.perf_counter() - t0
+    assert resp.status == 200
+    await resp.content.readany()
+    t_audio = time.perf_counter() - t0
+    assert t_headers < t_audio / 2  # the 200 did not wait for the engine's first piece
