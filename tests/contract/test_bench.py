@@ -269,3 +269,21 @@ def test_omnivoice_sse_answers_a_whole_audio_body(omnivoice, ref_clip, tmp_path)
     assert error["type"] == "content_type"
     # A non-audio record never carries the body pasted as text (vllm-omni-030.md #18).
     assert "audio/pcm" in error["message"] and len(error["message"]) < 200
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="vllm-omni-030.md #2: the project does not yet refuse SSE for OmniVoice before "
+    "sending (0.30.0 answers a whole audio body; every request becomes a content_type failure)",
+)
+def test_omnivoice_sse_is_refused_before_sending(omnivoice, tmp_path):
+    result = thetalker_cli(
+        "thetalker-bench", "--base-url", omnivoice.base_url, "--deploy", "omnivoice",
+        "--texts-jsonl", str(prompts(tmp_path, TEXTS)), "--out-dir", str(tmp_path / "o"),
+        "--task-type", "Base", "--voice", "ref", "--stream-format", "sse",
+        "--requests", "1", "--warmup", "0",
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip().splitlines()[-1].lower()
+    assert "omnivoice" in line and "stream" in line
+    assert not (tmp_path / "o" / "records.jsonl").exists()
