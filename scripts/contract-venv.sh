@@ -14,7 +14,7 @@ VENV="${THETALKER_CONTRACT_VENV:-$HOME/.cache/thetalker/vllm-omni-0.30.0}"
 PYTHON="${THETALKER_CONTRACT_PYTHON:-python3}"
 MARKER="$VENV/.thetalker-contract-ready"
 REASON_FILE="$(dirname "$VENV")/.$(basename "$VENV").unavailable"
-NEED_GB=10
+NEED_GB="${THETALKER_CONTRACT_NEED_GB:-10}"  # free space the build needs, in GB
 PINS="vllm==0.30.0 vllm-omni==0.30.0"
 
 log() { echo "contract-venv: $*" >&2; }
