@@ -6,6 +6,12 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
+# Snakemake's own error for a broken config file names no file: check it first.
+from thetalker.workflow_config import check_config_file
+
+check_config_file("config/config.yaml")
+
+
 configfile: "config/config.yaml"
 
 

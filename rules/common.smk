@@ -107,3 +107,19 @@ def get_wer_under_load_label(wildcards):
 def get_wer_under_load_labels(wildcards):
     labels = [wfc.wer_under_load_label(m, c) for m in MODELS for c in CONCURRENCY]
     return " ".join(shlex.quote(label) for label in labels)
+
+
+# With max_error_rate 1.0 (the published setting) a point where most requests failed still
+# passes its job: the tables mark it, and the end of the run says so (thetalker.point_warnings).
+onsuccess:
+    import sys
+    from thetalker.point_warnings import failed_points_warning
+
+    summaries = every_point("summary.json")
+    if QUALITY["enabled"]:
+        summaries += expand(
+            f"{QUALITY_POINT}/summary.json", model=MODELS, system=SYSTEMS
+        )
+    failed = failed_points_warning(summaries)
+    if failed:
+        print(failed, file=sys.stderr)

@@ -48,6 +48,23 @@ def _set(path: str, value: object) -> Callable[[dict], dict]:
     return edit
 
 
+def _rename_system(name: str) -> Callable[[dict], dict]:
+    def edit(config: dict) -> dict:
+        config["systems"] = {name: config["systems"]["local"]}
+        config["report"]["ratio"] = [name, name]
+        return config
+
+    return edit
+
+
+BAD_DEPLOY = {  # deploy/<name>.yaml
+    "bad-yaml": b"workers: 1\nsynthesis: [1\n",
+    "a-list": b"- workers\n- 2\n",
+    "not-utf8": b"workers: 1\n# caf\xe9\n",
+    "nan": b"synthesis:\n  length_scale: .nan\n",
+}
+
+
 # (case, config edit, the place the one line must name, the file it must name or None)
 CASES = [
     ("broken-json-line", _set("prompts", "broken.jsonl"), "broken.jsonl:2", "not valid JSON"),
@@ -89,6 +106,15 @@ CASES = [
         "reference.audio",
         "long.wav",
     ),
+    # Deploy files (written by `bad_workflow`), read at parse time, not by a started server.
+    ("deploy-bad-yaml", _set("models.piper-joe.deploy", "bad-yaml"), "bad-yaml.yaml:3", "YAML"),
+    ("deploy-a-list", _set("models.piper-joe.deploy", "a-list"), "a-list.yaml", "mapping"),
+    ("deploy-not-utf8", _set("models.piper-joe.deploy", "not-utf8"), "not-utf8.yaml:2", "UTF-8"),
+    ("deploy-nan", _set("models.piper-joe.deploy", "nan"), "nan.yaml", "length_scale"),
+    ("local-clone", _cloning, "models.piper-joe.voice.clone", "cannot clone"),
+    ("duplicate-request-keys", _set("requests", {1: 2, "01": 5}), "requests", "concurrency 1"),
+    ("nan-timeout", _set("request_timeout_s", float("nan")), "request_timeout_s", "nan"),
+    ("underscore-name", _rename_system("lo_cal"), "lo_cal", "does not match"),
 ]
 
 
@@ -100,6 +126,8 @@ def bad_workflow(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (dest / name).write_text(text)
     write_clip(dest / "short.wav", 0.5)
     write_clip(dest / "long.wav", 31.0)
+    for name, data in BAD_DEPLOY.items():
+        (dest / "deploy" / f"{name}.yaml").write_bytes(data)
     return dest
 
 
@@ -109,7 +137,7 @@ def _one_line_naming(output: str, *words: str) -> str | None:
 
 # Each case costs a Snakemake start: the ones another test already covers in kind run as slow.
 SLOW_CASES = {"wrong-type", "negative-concurrency", "empty-prompts", "missing-transcript"}
-SLOW_CASES |= {"clip-too-long"}
+SLOW_CASES |= {"clip-too-long", "deploy-a-list", "deploy-not-utf8", "nan-timeout"}
 
 
 @pytest.mark.parametrize(

@@ -11,11 +11,12 @@ concurrency point from it). It travels through Snakemake's `params` as canonical
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["BenchJob", "BenchJobError", "JOB_FIELDS"]
+__all__ = ["BenchJob", "BenchJobError", "JOB_FIELDS", "check_job_inputs"]
 
 
 class BenchJobError(ValueError):
@@ -73,6 +74,7 @@ class BenchJob:
             raise BenchJobError(
                 f"job field requests: no count for concurrency {', '.join(map(str, missing))}"
             )
+        _check_values(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape: lists for sequences, the points' counts keyed by string."""
@@ -110,6 +112,69 @@ class BenchJob:
         if not isinstance(data, dict):
             raise BenchJobError("job spec: expected a JSON object")
         return cls.from_dict(data)
+
+
+def _check_values(job: BenchJob) -> None:
+    """Values a job cannot run with, refused before any server starts (one line each)."""
+
+    def bad(name: str, why: str) -> None:
+        raise BenchJobError(f"job field {name}: {why}")
+
+    if job.launcher not in ("local", "vllm-omni"):  # thetalker.launch.LAUNCHERS
+        bad("launcher", f"{job.launcher!r} is not one of local, vllm-omni")
+    if any(c < 1 for c in job.concurrency):
+        bad("concurrency", f"each point must be at least 1 (got {list(job.concurrency)})")
+    for point, n in job.requests.items():
+        if n < 1:
+            bad(f"requests.{point}", f"must be at least 1 (got {n})")
+    if job.warmup < 0:
+        bad("warmup", f"must be 0 or more (got {job.warmup})")
+    for name in ("request_timeout_s", "health_timeout_s"):
+        value = getattr(job, name)
+        if not (math.isfinite(value) and value > 0):
+            bad(name, f"must be a finite number of seconds > 0 (got {value})")
+    if not 0 <= job.max_error_rate <= 1:  # false for nan too
+        bad("max_error_rate", f"must be within 0..1 (got {job.max_error_rate})")
+    if job.sample_rate is not None and (
+        isinstance(job.sample_rate, bool) or not isinstance(job.sample_rate, int)
+        or job.sample_rate <= 0
+    ):  # fmt: skip
+        bad("sample_rate", f"must be a positive integer or null (got {job.sample_rate!r})")
+    if job.launcher == "local" and job.voice.get("clone"):
+        bad("voice.clone", "the local launcher's server cannot clone voices (give a speaker)")
+
+
+def check_job_inputs(job: BenchJob) -> None:
+    """The files a job reads, checked before its server starts: the prompts parse, the
+    deploy file is readable YAML (for the local server: its keys as it checks them), and a
+    cloning job's reference clip (1 to 30 s) and transcript exist. BenchJobError, one line."""
+    from pathlib import Path
+
+    from thetalker.prompts import PromptError, load_prompts
+    from thetalker.wavio import WavError, check_reference_clip
+    from thetalker.yaml_files import YamlFileError, load_yaml_mapping
+
+    try:
+        load_prompts(job.prompts)
+    except PromptError as exc:
+        raise BenchJobError(f"job field prompts: {exc}") from None
+    if job.deploy_file is not None:
+        try:
+            load_yaml_mapping(job.deploy_file, "deploy file")
+            if job.launcher == "local":
+                from thetalker.server.settings import load_deploy_config
+
+                load_deploy_config(job.deploy_file)
+        except (YamlFileError, ValueError) as exc:
+            raise BenchJobError(f"job field deploy_file: {exc}") from None
+    if job.voice.get("clone"):
+        for name, path in (("ref_audio", job.ref_audio), ("ref_text", job.ref_text)):
+            if not path or not Path(path).is_file():
+                raise BenchJobError(f"job field {name}: {path} does not exist (voice.clone)")
+        try:
+            check_reference_clip(str(job.ref_audio))
+        except WavError as exc:
+            raise BenchJobError(f"job field ref_audio: {exc}") from None
 
 
 # The 23 fields, in declaration order: what to_json writes and from_json requires.

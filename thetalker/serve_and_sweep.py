@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from thetalker.acceptance import point_failure
-from thetalker.job import BenchJob, BenchJobError
+from thetalker.job import BenchJob, BenchJobError, check_job_inputs
+from thetalker.point_warnings import point_warning
 
 if TYPE_CHECKING:  # imported lazily at run time: `--help` needs neither aiohttp nor the server
     from thetalker.client import BenchOptions
@@ -131,6 +132,9 @@ def run_job(job: BenchJob, point_dirs: Sequence[Path], server_log: Path) -> list
                 resources=sampler.result(),
             )
             print(format_point_end(summary, f"c{concurrency}"), flush=True)
+            warning = point_warning(summary, f"{job.system}/{job.model} c{concurrency}")
+            if warning:  # accepted (max_error_rate) but not clean: said in the job's log
+                print(warning, flush=True)
             failure = point_failure(summary, job.max_error_rate)
             if failure:
                 raise BenchJobError(f"{job.system}/{job.model} c{concurrency}: {failure}")
@@ -158,6 +162,7 @@ def main(
     args = _parser(prog).parse_args(argv)
     try:
         job = BenchJob.from_json(args.job)
+        check_job_inputs(job)  # bad input is exit 2, before any server starts
     except BenchJobError as exc:
         print(f"error: --job: {exc}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ function takes the config as `validate()` left it (defaults filled in).
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import shlex
 from collections.abc import Mapping
@@ -63,18 +64,61 @@ def request_counts(config: Mapping[str, Any], model: str | None = None) -> dict[
         sources.append((f"models.{model}.requests", config["models"][model]["requests"]))
     counts: dict[int, int] = {}
     for field, mapping in sources:
+        seen: dict[int, Any] = {}  # a key per point: {1: 2, "01": 5} would silently run 5
         for key, value in mapping.items():
             try:
-                counts[int(key)] = int(value)
+                point = int(key)
+                counts[point] = int(value)
             except (TypeError, ValueError):
                 raise ConfigError(
                     f"config field {field}.{key}: not a concurrency integer"
                 ) from None
+            if point in seen:
+                raise ConfigError(
+                    f"config field {field}: keys {seen[point]!r} and {key!r} both mean "
+                    f"concurrency {point}"
+                )
+            seen[point] = key
     return counts
+
+
+def _not_finite(node: Any, field: str = "") -> tuple[str, float] | None:
+    """The first number that is nan or infinite, with its field: a schema's `minimum` lets
+    `.nan` through (nan < 0 is false)."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return field, node
+    items: Any = ()
+    if isinstance(node, Mapping):
+        items = ((f"{field}.{key}".lstrip("."), value) for key, value in node.items())
+    elif isinstance(node, list | tuple):
+        items = ((f"{field}[{i}]", value) for i, value in enumerate(node))
+    for name, value in items:
+        found = _not_finite(value, name)
+        if found:
+            return found
+    return None
+
+
+def check_config_file(path: str | Path) -> None:
+    """The workflow's default config file, checked before Snakemake loads it (its own error
+    for bad YAML names no file): UTF-8 YAML holding a mapping. A missing file is Snakemake's
+    to report (it names the file); a `--configfile` is read by Snakemake's command line
+    before the workflow, out of reach here."""
+    from thetalker.yaml_files import YamlFileError, load_yaml_mapping
+
+    if not Path(path).exists():
+        return
+    try:
+        load_yaml_mapping(path, "config file")
+    except YamlFileError as exc:
+        raise ConfigError(f"config file {exc}") from None
 
 
 def check_config(config: Mapping[str, Any]) -> None:
     """Cross-field checks after the schema; raise ConfigError naming the field."""
+    bad_number = _not_finite(config)
+    if bad_number:
+        raise ConfigError(f"config field {bad_number[0]}: {bad_number[1]} is not a finite number")
     points = [int(c) for c in config["concurrency"]]
     counts = request_counts(config)
     missing = [c for c in points if c not in counts]
@@ -250,6 +294,28 @@ def wer_under_load_label(model: str, concurrency: int | str) -> str:
 LOCAL_MODEL_ID = "piper-joe"
 
 
+def _check_deploy_file(path: str, launcher: str, field: str) -> None:
+    """A deploy file readable before any server starts: UTF-8 YAML holding a mapping, every
+    number finite; the local server's own keys checked as it checks them."""
+    from thetalker.yaml_files import YamlFileError, load_yaml_mapping
+
+    try:
+        data = load_yaml_mapping(path, "deploy file")
+    except YamlFileError as exc:
+        raise ConfigError(f"config field {field}: {exc}") from None
+    bad_number = _not_finite(data)
+    if bad_number:
+        key, value = bad_number
+        raise ConfigError(f"config field {field}: {path}: '{key}' is {value}, not a finite number")
+    if launcher == "local":
+        from thetalker.server.settings import DeployConfigError, load_deploy_config
+
+        try:
+            load_deploy_config(path)
+        except DeployConfigError as exc:
+            raise ConfigError(f"config field {field}: {exc}") from None
+
+
 def check_inputs(config: Mapping[str, Any]) -> None:
     """The files a run reads, checked before any job starts (a bad one would otherwise fail
     a bench job after its server started): the prompts parse, every deploy file exists, the
@@ -277,6 +343,8 @@ def check_inputs(config: Mapping[str, Any]) -> None:
                     f"config field models.{model}.deploy: {deploy} does not exist "
                     f"(deploy names: {', '.join(known) or 'none'})"
                 )
+            if deploy:
+                _check_deploy_file(deploy, sys_spec["launcher"], f"models.{model}.deploy")
         if not _uses_reference(config, model):
             continue
         audio = Path(config["reference"]["audio"])
@@ -293,3 +361,9 @@ def check_inputs(config: Mapping[str, Any]) -> None:
             raise ConfigError(f"config field reference.audio: {exc}") from None
         if not text.read_text(encoding="utf-8", errors="replace").strip():
             raise ConfigError(f"config field reference.text: {text} is empty")
+        local = [s for s, sys_spec in config["systems"].items() if sys_spec["launcher"] == "local"]
+        if local:  # the Piper server refuses task Base: every request would fail
+            raise ConfigError(
+                f"config field models.{model}.voice.clone: system {local[0]!r} has the local "
+                "launcher, whose server cannot clone voices (give voice.speaker)"
+            )

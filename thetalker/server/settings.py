@@ -10,6 +10,7 @@ or a value of the wrong type or range, is a one-line `DeployConfigError` naming 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,8 @@ def _number(path: Path, key: str, value: Any, positive: bool) -> float | None:
         return None
     if not isinstance(value, int | float) or isinstance(value, bool):
         raise DeployConfigError(f"{path}: '{key}' must be a number, got {value!r}")
+    if not math.isfinite(value):  # nan passes every comparison below
+        raise DeployConfigError(f"{path}: '{key}' must be a finite number, got {value!r}")
     if value < 0 or (positive and value == 0):
         bound = "> 0" if positive else ">= 0"
         raise DeployConfigError(f"{path}: '{key}' must be {bound}, got {value!r}")
