@@ -14,6 +14,10 @@ wfc.check_inputs(config)
 wfc.check_quality(config)
 
 SYSTEMS = list(config["systems"])
+# protocol: websocket systems (the agent mode, results/tables/agent.md).
+AGENT_SYSTEMS = wfc.agent_systems(config)
+# Quality (WER) runs are whole-text runs: the agent mode measures timing, not the voice.
+QUALITY_SYSTEMS = [s for s in SYSTEMS if s not in AGENT_SYSTEMS]
 MODELS = list(config["models"])
 CONCURRENCY = [int(c) for c in config["concurrency"]]
 QUALITY = wfc.quality_settings(config)
@@ -43,7 +47,7 @@ def every_point(filename):
 
 def every_quality_run(filename):
     """One file of every quality run, in config order: models, then systems."""
-    return expand(f"{QUALITY_RUN}/{filename}", model=MODELS, system=SYSTEMS)
+    return expand(f"{QUALITY_RUN}/{filename}", model=MODELS, system=QUALITY_SYSTEMS)
 
 
 def compare_outputs():
@@ -67,6 +71,8 @@ def get_final_output():
         ),
         "results/tables/provenance.md",
     ]
+    if AGENT_SYSTEMS:
+        targets += ["results/tables/agent.md", "results/figures/agent.png"]
     if QUALITY["enabled"]:
         targets += [
             "results/tables/wer.md",

@@ -116,7 +116,7 @@ rule compare_wer:
 
 rule wer_report:
     input:
-        every_quality_run("wer.json"),
+        every_quality_run("wer.json"),  # QUALITY_SYSTEMS: the agent mode has no quality run
     output:
         table=report(
             "results/tables/wer.md",
@@ -134,7 +134,7 @@ rule wer_report:
         "../envs/report.yaml"
     params:
         models=MODELS,
-        systems=SYSTEMS,
+        systems=QUALITY_SYSTEMS,
     shell:
         "python -m thetalker.report.quality --wer {input} --models {params.models} --systems {params.systems} --table {output.table} --figure {output.figure} > {log} 2>&1"
 

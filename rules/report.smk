@@ -2,6 +2,7 @@
 
 
 localrules:
+    agent_table,
     tables,
     figures,
     provenance_table,
@@ -82,6 +83,32 @@ rule figures:
         min_continuity_pct=config["report"]["min_continuity_pct"],
     shell:
         "python -m thetalker.report.figures --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} --throughput {output.throughput} --continuity {output.continuity} --ttfa {output.ttfa} --cost {output.cost} > {log} 2>&1"
+
+
+# The agent mode's table and figure, from the records of the protocol: websocket systems.
+rule agent_table:
+    input:
+        expand(
+            f"{POINT}/records.jsonl", model=MODELS, system=AGENT_SYSTEMS, n=CONCURRENCY
+        ),
+    output:
+        table=report(
+            "results/tables/agent.md",
+            category="Tables",
+            caption="../report/agent_table.rst",
+        ),
+        csv="results/tables/agent.csv",
+        figure=report(
+            "results/figures/agent.png",
+            category="Figures",
+            caption="../report/agent_figure.rst",
+        ),
+    log:
+        "results/logs/agent_table.log",
+    conda:
+        "../envs/report.yaml"
+    shell:
+        "python -m thetalker.report.agent --records {input} --table {output.table} --figure {output.figure} > {log} 2>&1"
 
 
 # Where each point's numbers came from: one row per speed point in provenance.md, and every

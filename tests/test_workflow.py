@@ -76,9 +76,9 @@ def test_published_dry_run_lists_one_serving_job_per_system_and_model(workflow):
     assert result.returncode == 0, result.stderr
     published = yaml.safe_load((workflow / "config" / "published.yaml").read_text())
     expected = {(s, m) for s in published["systems"] for m in published["models"]}
-    assert len(expected) == 10
+    assert len(expected) == 15  # 3 systems (vllm-omni-agent: the agent mode) x 5 models
     assert bench_jobs(result.stdout) == expected
-    assert [r for r, _, _ in planned_jobs(result.stdout)].count("bench") == 10
+    assert [r for r, _, _ in planned_jobs(result.stdout)].count("bench") == 15
     assert {"points", "tables", "figures", "all"} <= rules_of(result.stdout)
     # Every table and figure is a target, and the config replaced (not merged into) the default.
     for name in ("throughput", "continuity", "ttfa", "cost"):

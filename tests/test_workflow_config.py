@@ -134,7 +134,9 @@ def test_job_spec_follows_deploy_file_content_only_where_it_is_used(workdir):
     path = workdir / "deploy" / "moss.yaml"
     path.write_text(path.read_text() + "\n# edited\n")
     changed = {key for key, job in before.items() if wfc.bench_job(config, *key).to_json() != job}
-    assert changed == {("vllm-omni", "moss")}
+    with_deploy = {s for s, spec in config["systems"].items() if spec["use_deploy_file"]}
+    assert "thestage-vllm-omni" not in with_deploy and "vllm-omni" in with_deploy
+    assert changed == {(s, "moss") for s in with_deploy}
 
 
 def test_job_spec_carries_every_run_setting(workdir):

@@ -50,6 +50,10 @@ class BenchJob:
     health_timeout_s: float
     max_error_rate: float  # a point above it fails the job
     save_audio: bool  # keep every scored utterance beside the point's records
+    # The agent mode (thetalker.client.websocket): protocol "websocket" and the text's pace
+    # (text_pace, text_pace_unit, text_pace_jitter, split_granularity). None: whole-text
+    # requests. Optional, and left out of the JSON when None, so older specs keep their params.
+    agent: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         # One normal form, whichever side built it (YAML ints, JSON lists, string keys).
@@ -66,6 +70,7 @@ class BenchJob:
             "health_timeout_s": float(self.health_timeout_s),
             "max_error_rate": float(self.max_error_rate),
             "save_audio": bool(self.save_audio),
+            "agent": None if self.agent is None else dict(self.agent),
         }
         for name, value in coerce.items():
             object.__setattr__(self, name, value)
@@ -82,6 +87,8 @@ class BenchJob:
         data["extra_args"] = list(self.extra_args)
         data["concurrency"] = list(self.concurrency)
         data["requests"] = {str(c): self.requests[c] for c in self.concurrency}
+        if data["agent"] is None:
+            del data["agent"]
         return data
 
     def to_json(self) -> str:
@@ -93,11 +100,12 @@ class BenchJob:
         missing = [name for name in JOB_FIELDS if name not in data]
         if missing:
             raise BenchJobError(f"job spec: missing field(s) {', '.join(missing)}")
-        unknown = sorted(set(data) - set(JOB_FIELDS))
+        unknown = sorted(set(data) - set(JOB_FIELDS) - set(OPTIONAL_JOB_FIELDS))
         if unknown:
             raise BenchJobError(f"job spec: unknown field(s) {', '.join(unknown)}")
         try:
-            return cls(**{name: data[name] for name in JOB_FIELDS})
+            known = (*JOB_FIELDS, *OPTIONAL_JOB_FIELDS)
+            return cls(**{name: data[name] for name in known if name in data})
         except (TypeError, ValueError, AttributeError) as exc:
             if isinstance(exc, BenchJobError):
                 raise
@@ -178,4 +186,8 @@ def check_job_inputs(job: BenchJob) -> None:
 
 
 # The 23 fields, in declaration order: what to_json writes and from_json requires.
-JOB_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(BenchJob))
+# Fields with a default may be left out (to_json leaves them out when empty).
+OPTIONAL_JOB_FIELDS: tuple[str, ...] = ("agent",)
+JOB_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in fields(BenchJob) if f.name not in OPTIONAL_JOB_FIELDS
+)

@@ -206,7 +206,20 @@ def bench_job(config: Mapping[str, Any], system: str, model: str) -> BenchJob:
         max_error_rate=config["max_error_rate"],
         # WER at each speed point (quality.at_speed_points) needs every utterance saved.
         save_audio=config["save_audio"] or quality_settings(config)["at_speed_points"],
+        agent=agent_settings(sys_spec),
     )
+
+
+def agent_settings(sys_spec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A system's agent mode (`protocol: websocket` and its `agent` pacing), or None."""
+    if sys_spec.get("protocol", "http") != "websocket":
+        return None
+    return {"protocol": "websocket", **sys_spec.get("agent", {})}
+
+
+def agent_systems(config: Mapping[str, Any]) -> list[str]:
+    """The systems run in the agent mode, in config order (their table: agent.md)."""
+    return [s for s, spec in config["systems"].items() if agent_settings(spec) is not None]
 
 
 def wildcard_pattern(names: Any) -> str:

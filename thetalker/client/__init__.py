@@ -36,6 +36,8 @@ Modules, one job each:
 - `summary`: summary.json
 - `progress`: progress reports during a point, and the end-of-point line
 - `run`: one load point end to end
+- `websocket`, `pacing`, `ws_record`: the agent mode (`protocol="websocket"`): one session on
+  `/v1/audio/speech/stream` per request, the text sent in paced pieces, its record
 """
 
 from __future__ import annotations
