@@ -245,3 +245,26 @@ def test_session_config_and_url() -> None:
     }
     assert stream_url("https://h:1/v1") == "wss://h:1/v1/audio/speech/stream"
     assert stream_url("http://h:1") == "ws://h:1/v1/audio/speech/stream"
+
+
+def test_a_trace_sets_when_pieces_go(tmp_path: Path) -> None:
+    trace = tmp_path / "llm.jsonl"
+    offsets = [0.0, 0.05, 0.3, 0.31, 0.6]
+    trace.write_text("".join(json.dumps({"t_s": t, "text": "x"}) + "\n" for t in offsets))
+    with start_ws_scripted_server() as server:
+        rec = one_record(tmp_path, agent_opts(server.base_url, text_trace=str(trace)))
+    assert rec["ok"], rec["error"]
+    sent = [t - rec["text_piece_s"][0] for t in rec["text_piece_s"]]
+    # Never before its slot; past the trace's end the mean gap (0.15 s) goes on.
+    slots = offsets + [0.6 + 0.15 * k for k in range(1, len(sent) - len(offsets) + 1)]
+    assert all(s >= slot - 1e-6 for s, slot in zip(sent, slots, strict=True))
+
+
+def test_sessions_over_worker_processes(tmp_path: Path) -> None:
+    prompts = [Prompt(f"s{i}", f"Worker sentence {i}. Done.") for i in range(4)]
+    with start_ws_scripted_server() as server:
+        opts = agent_opts(server.base_url, requests=4, warmup=0, concurrency=2, workers=2)
+        summary = run_benchmark(opts, prompts, tmp_path)
+    records = list(read_records(tmp_path / "records.jsonl"))
+    assert summary["n_ok"] == 4, [r["error"] for r in records]
+    assert all(r["protocol"] == "websocket" and len(r["sentence_lag_s"]) == 2 for r in records)
