@@ -96,6 +96,9 @@ def test_a_session_records_text_frames_and_events(tmp_path: Path) -> None:
     )
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["n_ok"] == 1 and summary["options"]["protocol"] == "websocket"
+    agent = summary["agent"]
+    assert agent["ttfa_first_text_s"]["p50"] == pytest.approx(rec["ttfa_first_text_s"])
+    assert agent["sentence_lag_s"]["n"] == 3
 
 
 def test_late_audio_start_is_recorded_late(tmp_path: Path) -> None:

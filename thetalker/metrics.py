@@ -61,6 +61,7 @@ __all__ = [
     "unit_text_sent_s",
     "agent_figures",
     "agent_intervals",
+    "summarize_agent",
 ]
 
 # Upstream's default: a gap a listener barely notices (vllm-omni audio_continuity.py).
@@ -878,3 +879,17 @@ def agent_intervals(
         for q in (50, 90):
             out[f"{name}_p{q}"] = percentile_interval(values, q, seed=seed)
     return out
+
+
+def summarize_agent(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The agent mode's figures of a point for summary.json: percentiles (no intervals: the
+    client computes none) over the scored, successful sessions, the lags over their sentences.
+    """
+    ok = [r for r in _scored(records) if r.get("ok")]
+    return {
+        "ttfa_first_text_s": percentiles(r.get("ttfa_first_text_s") for r in ok),
+        "ttfa_input_done_s": percentiles(r.get("ttfa_input_done_s") for r in ok),
+        "sentence_lag_s": percentiles(_sentence_values(ok, "sentence_lag_s")),
+        "sentence_heard_lag_s": percentiles(_sentence_values(ok, "sentence_heard_lag_s")),
+        "text_s": percentiles(r.get("text_s") for r in ok),
+    }

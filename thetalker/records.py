@@ -162,6 +162,7 @@ OPTIONAL_SUMMARY_FIELDS = (
     "event_loop",
     "aiohttp_version",
     "options",
+    "agent",
 )
 
 # Error types a record may carry in `error.type`.

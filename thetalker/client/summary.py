@@ -54,6 +54,8 @@ def point_summary(
             "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
             "aiohttp_version": aiohttp.__version__,
             "options": options_dict(opts),
+            # The agent mode's first audio and lags (thetalker.metrics.summarize_agent).
+            "agent": metrics.summarize_agent(records) if opts.protocol == "websocket" else None,
         }
     )
     return summary

@@ -147,11 +147,15 @@ async def _send_text(
 ) -> None:
     """The text at its pace, then `input.done`; stops quietly when the socket goes."""
     times, sent = ex.text_times, ex.text_pieces
-    start = time.perf_counter()
+    start: float | None = None  # the first piece's stamp: the offsets count from it
     try:
         for piece, offset in zip(pieces, offsets, strict=True):
-            await _sleep_until(start + offset)
-            times.append(time.perf_counter())
+            if start is not None:
+                await _sleep_until(start + offset)
+            t = time.perf_counter()
+            if start is None:
+                start = t - offset
+            times.append(t)
             sent.append(piece)
             await ws.send_str(json.dumps({"type": "input.text", "text": piece}))
         ex.t_input_done = time.perf_counter()
