@@ -271,3 +271,27 @@ def test_sessions_over_worker_processes(tmp_path: Path) -> None:
     records = list(read_records(tmp_path / "records.jsonl"))
     assert summary["n_ok"] == 4, [r["error"] for r in records]
     assert all(r["protocol"] == "websocket" and len(r["sentence_lag_s"]) == 2 for r in records)
+
+
+def test_thetalker_bench_protocol_websocket(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"sample_id": "a", "text": "One. Two words."}) + "\n")
+    with start_ws_scripted_server() as server:
+        result = subprocess.run(
+            [
+                sys.executable, "-m", "thetalker.bench_cli", "--base-url", server.base_url,
+                "--speaker", "ok", "--texts-jsonl", str(prompts), "--requests", "1",
+                "--warmup", "0", "--sample-rate", "24000", "--out-dir", str(tmp_path / "out"),
+                "--protocol", "websocket", "--text-pace", "60", "--text-pace-unit", "tokens",
+                "--split-granularity", "clause",
+            ],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    (rec,) = read_records(tmp_path / "out" / "records.jsonl")
+    assert rec["ok"] and rec["split_granularity"] == "clause"
+    options = json.loads((tmp_path / "out" / "summary.json").read_text())["options"]
+    assert options["text_pace"] == 60 and options["text_pace_unit"] == "tokens"
