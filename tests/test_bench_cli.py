@@ -187,6 +187,33 @@ def test_custom_voice_without_a_speaker_exits_2_naming_the_flag(
     assert not (tmp_path / "o").exists()  # refused before anything was sent or written
 
 
+@pytest.mark.parametrize("stream_format", ["sse", "audio"])
+def test_sse_for_a_model_served_without_streaming_is_refused_before_sending(
+    prompts_file: Path, tmp_path: Path, capsys, stream_format: str
+):
+    # OmniVoice on 0.30.0 answers one whole audio body whatever is asked: SSE would record
+    # every request as a content_type failure (vllm-omni-030.md #2). Port 9 is never reached.
+    argv = ["--port", "9", "--texts-jsonl", str(prompts_file), "--out-dir", str(tmp_path / "o")]
+    argv += ["--deploy", "omnivoice", "--task-type", "Base", "--voice", "ref"]
+    argv += ["--stream-format", stream_format, "--requests", "1", "--warmup", "0"]
+    if stream_format == "audio":  # allowed: only the refusal is under test here
+        from thetalker.bench_cli import (
+            build_parser,
+            options_from_args,
+            refuse_sse_without_streaming,
+        )
+
+        opts = options_from_args(build_parser().parse_args(argv))
+        refuse_sse_without_streaming("omnivoice", opts)
+        return
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--stream-format" in err and "omnivoice" in err and "non-streaming" in err
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize(
     ("extra", "speaker"),
     [

@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--host", default="127.0.0.1")
     where.add_argument("--port", type=int, default=8091)
     where.add_argument("--model", help="sent as 'model' (must equal the served name)")
+    where.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        help="variable holding the server's API key, sent as Authorization: Bearer (default: "
+        "the first set of THETALKER_API_KEY, VLLM_API_KEY, OPENAI_API_KEY); never the key",
+    )
     load = p.add_argument_group("load")
     load.add_argument("--texts-jsonl", required=True, help="prompts: {sample_id, text} per line")
     load.add_argument("--concurrency", type=int, default=1, help="requests in flight")
@@ -192,12 +198,27 @@ def require_speaker(opts: BenchOptions) -> None:
         )
 
 
+def refuse_sse_without_streaming(deploy_name: str | None, opts: BenchOptions) -> None:
+    """A model served without streaming (OmniVoice on 0.30.0) answers SSE with one audio
+    body: every request would fail as a content_type error, so refuse before sending."""
+    if not deploy_name or opts.stream_format != "sse":
+        return
+    from thetalker.deploy import UnknownDeployError, resolve, sse_refusal
+
+    try:
+        refusal = sse_refusal(resolve(deploy_name), "--stream-format")
+    except UnknownDeployError as exc:
+        raise OptionsError(f"--deploy: {exc}") from None
+    if refusal:
+        raise OptionsError(refusal)
+
+
 # BenchOptions fields whose flag has the same name (--max-new-tokens -> max_new_tokens).
 _SAME_NAMES = (
     "model", "task_type", "voice", "ref_audio", "ref_text", "instructions", "max_new_tokens",
     "stream_format", "response_format", "sample_rate", "concurrency", "request_rate",
     "requests", "warmup", "seed", "save_audio_count", "workers", "max_error_rate",
-    "register_voice",
+    "register_voice", "api_key_env",
 )  # fmt: skip
 
 # The agent mode's flags (thetalker.client.websocket), named as their fields.
@@ -248,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         opts = options_from_args(args)
         validate_options(opts)
         require_speaker(opts)
+        refuse_sse_without_streaming(args.deploy, opts)
     except (PromptError, OptionsError) as exc:
         parser.error(str(exc))
     progress = progress_reporter(sys.stderr, args.progress_interval)

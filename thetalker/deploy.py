@@ -32,6 +32,7 @@ __all__ = [
     "main",
     "names",
     "resolve",
+    "sse_refusal",
 ]
 
 DEPLOY_DIR = Path(__file__).resolve().parent / "deploy_configs"
@@ -57,6 +58,9 @@ class DeployEntry:
     voice_mode: str = VOICE_SPEAKER
     speaker: str | None = None  # for VOICE_SPEAKER
     task_type: str | None = None  # Qwen3-TTS request task_type
+    # False: served on vllm-omni 0.30.0's non-streaming diffusion path (OmniVoice), which
+    # ignores `stream`/`stream_format` and answers one whole audio body, never SSE.
+    streams: bool = True
 
     @property
     def path(self) -> Path:
@@ -121,6 +125,7 @@ REGISTRY: dict[str, DeployEntry] = {
             launcher="vllm-omni",
             stock_file="omnivoice.yaml",
             voice_mode=VOICE_REGISTERED,
+            streams=False,
         ),
         DeployEntry(
             name="piper-joe",
@@ -136,6 +141,17 @@ REGISTRY: dict[str, DeployEntry] = {
 }
 
 ALIASES: dict[str, str] = {"batch32": "voxcpm2", "tuned": "moss"}
+
+
+def sse_refusal(entry: DeployEntry, field: str) -> str | None:
+    """The one-line refusal for asking a non-streaming model for SSE, else None."""
+    if entry.streams:
+        return None
+    return (
+        f"{field}: {entry.name} ({entry.model_id}) is served on vllm-omni 0.30.0's "
+        f"non-streaming diffusion path: it answers one whole audio body and never SSE, "
+        f"so its first audio is its whole response time; use stream_format audio"
+    )
 
 
 class UnknownDeployError(KeyError):
