@@ -338,7 +338,10 @@ def _decoding(one: Callable[[AudioPath], str]) -> Callable[[AudioPath], str]:
 
 
 def transcribe_records(
-    records_path: AudioPath, transcriber: Transcriber, include_warmup: bool = False
+    records_path: AudioPath,
+    transcriber: Transcriber,
+    include_warmup: bool = False,
+    warn: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """One transcript row (wer.TRANSCRIPT_FIELDS) per scored record, in file order.
 
@@ -347,7 +350,7 @@ def transcribe_records(
     records_path = Path(records_path)
     base = records_path.parent
     chosen, paths = [], []
-    for n, rec in enumerate(read_records(records_path), start=1):
+    for n, rec in enumerate(read_records(records_path, warn=warn), start=1):
         if rec.get("warmup") and not include_warmup:
             continue
         chosen.append(rec)
@@ -414,7 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         # The records and their audio are checked before the model loads (seconds, a GPU).
-        transcribe_records(args.records, _NoTranscriber(), args.include_warmup)
+        quiet = lambda _line: None  # noqa: E731 (the real pass below warns)
+        transcribe_records(args.records, _NoTranscriber(), args.include_warmup, quiet)
         backend = make_backend(
             args.backend, args.model, args.workers, not args.no_progress, args.device
         )
