@@ -180,6 +180,7 @@ async def _receive_frames(ws: aiohttp.ClientWebSocketResponse, ex: WsExchange) -
                 kind = _event_type(msg.data)
                 if kind == "session.done":
                     ex.session_done = True
+                    ex.t_end = t  # the session's end; closing the socket is not timed
                     return
                 if kind == "error" and ex.failure is None:
                     ex.failure = ("ws_error", _event_message(msg.data))
@@ -252,7 +253,8 @@ async def run_session(
         kind = "connection" if ex.t_open is None else "closed_early"
         ex.failure = ex.failure or (kind, _describe(exc))
     finally:
-        ex.t_end = time.perf_counter()
+        if ex.t_end is None:
+            ex.t_end = time.perf_counter()
         if sender is not None and not sender.done():
             sender.cancel()
             with contextlib.suppress(asyncio.CancelledError):
