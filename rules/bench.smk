@@ -1,4 +1,6 @@
-# One job per (system, model): serve, warm up, sweep every concurrency point, stop.
+# One job per (system, model): serve, warm up, sweep every point (each `repeats` times, back
+# to back), search the capacity (capacity.refine), stop. One server per job: the rounds of
+# two systems cannot interleave within a job, and two jobs on one GPU would share it.
 # Its params are the whole job spec (thetalker.job.BenchJob as canonical JSON): any setting
 # that changes reruns exactly this (system, model), and nothing else.
 
@@ -7,9 +9,11 @@ rule bench:
     input:
         unpack(get_bench_inputs),
     output:
-        records=expand(f"{POINT}/records.jsonl", n=CONCURRENCY, allow_missing=True),
-        summaries=expand(f"{POINT}/summary.json", n=CONCURRENCY, allow_missing=True),
-        provenance=expand(f"{POINT}/provenance.json", n=CONCURRENCY, allow_missing=True),
+        records=bench_outputs("records.jsonl"),
+        summaries=bench_outputs("summary.json"),
+        provenance=bench_outputs("provenance.json"),
+        # The search points are not known before the job runs: this lists them.
+        search=SEARCH,
     log:
         bench=f"{LOGS}/bench.log",
         server=f"{LOGS}/server.log",
@@ -20,4 +24,4 @@ rule bench:
     params:
         job=get_bench_job,
     shell:
-        "python -m thetalker.serve_and_sweep --job {params.job:q} --server-log {log.server} --records {output.records} > {log.bench} 2>&1"
+        "python -m thetalker.serve_and_sweep --job {params.job:q} --server-log {log.server} --records {output.records} --search-manifest {output.search} > {log.bench} 2>&1"

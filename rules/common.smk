@@ -20,6 +20,10 @@ AGENT_SYSTEMS = wfc.agent_systems(config)
 QUALITY_SYSTEMS = [s for s in SYSTEMS if s not in AGENT_SYSTEMS]
 MODELS = list(config["models"])
 CONCURRENCY = [int(c) for c in config["concurrency"]]
+# The grid's points, in the order a bench job runs them: c{N}, then r{R} (request_rates).
+POINTS = wfc.point_labels(config)
+# Below each point: "" for one run, else round1/ .. roundN/ (repeats, run back to back).
+ROUNDS = wfc.round_dirs(config)
 QUALITY = wfc.quality_settings(config)
 
 # The layout. A speed run's point: its records, summary, provenance (and audio, wer).
@@ -30,6 +34,9 @@ QUALITY_RUN = "results/quality/{system}/{model}"
 QUALITY_POINT = f"{QUALITY_RUN}/c{QUALITY['concurrency']}"
 COMPARISON = "results/quality/compare/{model}/{system_a}_vs_{system_b}.json"
 LOGS = "results/logs/{system}/{model}"
+# The capacity search's manifest (always written by the bench job): the points it added,
+# under {RUN}/search/{point}/, which no rule can name before the job runs.
+SEARCH = f"{RUN}/search.json"
 
 
 wildcard_constraints:
@@ -40,9 +47,31 @@ wildcard_constraints:
     n=r"\d+",
 
 
+def bench_outputs(filename):
+    """One file of each grid point (and round) of a bench job, in the order it runs them."""
+    return expand(
+        f"{RUN}/{{point}}/{{round}}{filename}",
+        point=POINTS,
+        round=ROUNDS,
+        allow_missing=True,
+    )
+
+
 def every_point(filename):
-    """One file of every speed point, in config order: models, then systems, then points."""
-    return expand(f"{POINT}/{filename}", model=MODELS, system=SYSTEMS, n=CONCURRENCY)
+    """One file of every speed point (and round) on the grid, in config order: models, then
+    systems, then points. The search points are in the manifests (every_search_manifest).
+    """
+    return expand(
+        f"{RUN}/{{point}}/{{round}}{filename}",
+        model=MODELS,
+        system=SYSTEMS,
+        point=POINTS,
+        round=ROUNDS,
+    )
+
+
+def every_search_manifest():
+    return expand(SEARCH, model=MODELS, system=SYSTEMS)
 
 
 def every_quality_run(filename):
@@ -70,6 +99,8 @@ def get_final_output():
             figure=["throughput", "continuity", "ttfa", "cost"],
         ),
         "results/tables/provenance.md",
+        "results/tables/capacity.md",
+        "results/figures/capacity.png",
     ]
     if AGENT_SYSTEMS:
         targets += ["results/tables/agent.md", "results/figures/agent.png"]
@@ -129,3 +160,11 @@ onsuccess:
     failed = failed_points_warning(summaries)
     if failed:
         print(failed, file=sys.stderr)
+    # A stock point served with the optimized library installed is no stock number.
+    from thetalker.stock_warning import contaminated_points_warning
+
+    contaminated = contaminated_points_warning(
+        every_point("provenance.json"), every_search_manifest()
+    )
+    if contaminated:
+        print(contaminated, file=sys.stderr)

@@ -22,6 +22,7 @@ use rule bench as synthesize_quality with:
         records=expand(f"{QUALITY_POINT}/records.jsonl", allow_missing=True),
         summary=expand(f"{QUALITY_POINT}/summary.json", allow_missing=True),
         provenance=expand(f"{QUALITY_POINT}/provenance.json", allow_missing=True),
+        search=f"{QUALITY_RUN}/search.json",  # empty: a quality run searches nothing
     log:
         bench=f"{LOGS}/quality_bench.log",
         server=f"{LOGS}/quality_server.log",

@@ -3,6 +3,7 @@
 
 localrules:
     agent_table,
+    capacity,
     tables,
     figures,
     provenance_table,
@@ -31,6 +32,32 @@ rule tables:
             "results/tables/cost.md",
             category="Tables",
             caption="../report/cost_table.rst",
+        ),
+        # The same numbers, one per cell: sortable tables in the Snakemake report.
+        throughput_csv=report(
+            "results/tables/throughput.csv",
+            category="Tables",
+            caption="../report/throughput_csv.rst",
+        ),
+        continuity_csv=report(
+            "results/tables/continuity.csv",
+            category="Tables",
+            caption="../report/continuity_csv.rst",
+        ),
+        continuity_thresholds_csv=report(
+            "results/tables/continuity_thresholds.csv",
+            category="Tables",
+            caption="../report/continuity_thresholds_csv.rst",
+        ),
+        ttfa_csv=report(
+            "results/tables/ttfa.csv",
+            category="Tables",
+            caption="../report/ttfa_csv.rst",
+        ),
+        cost_csv=report(
+            "results/tables/cost.csv",
+            category="Tables",
+            caption="../report/cost_csv.rst",
         ),
     log:
         "results/logs/tables.log",
@@ -71,6 +98,16 @@ rule figures:
             category="Figures",
             caption="../report/cost_figure.rst",
         ),
+        continuity_thresholds=report(
+            "results/figures/continuity_thresholds.png",
+            category="Figures",
+            caption="../report/continuity_thresholds_figure.rst",
+        ),
+        perceived=report(
+            "results/figures/perceived_first_audio.png",
+            category="Figures",
+            caption="../report/perceived_figure.rst",
+        ),
     log:
         "results/logs/figures.log",
     conda:
@@ -82,7 +119,45 @@ rule figures:
         gpu_hour_usd=config["report"]["gpu_hour_usd"],
         min_continuity_pct=config["report"]["min_continuity_pct"],
     shell:
-        "python -m thetalker.report.figures --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} --throughput {output.throughput} --continuity {output.continuity} --ttfa {output.ttfa} --cost {output.cost} > {log} 2>&1"
+        "python -m thetalker.report.figures --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} --throughput {output.throughput} --continuity {output.continuity} --ttfa {output.ttfa} --cost {output.cost} --continuity-thresholds {output.continuity_thresholds} --perceived {output.perceived} > {log} 2>&1"
+
+
+# How many streams each (system, model) holds (thetalker.report.capacity), from points.csv:
+# the grid's points and the capacity search's alike (hollow in the figure), and the price
+# at capacity beside the headline one.
+rule capacity:
+    input:
+        "results/points.csv",
+    output:
+        table=report(
+            "results/tables/capacity.md",
+            category="Tables",
+            caption="../report/capacity_table.rst",
+        ),
+        csv=report(
+            "results/tables/capacity.csv",
+            category="Tables",
+            caption="../report/capacity_csv.rst",
+        ),
+        figure=report(
+            "results/figures/capacity.png",
+            category="Figures",
+            caption="../report/capacity_figure.rst",
+        ),
+    log:
+        "results/logs/capacity.log",
+    conda:
+        "../envs/report.yaml"
+    params:
+        models=MODELS,
+        systems=SYSTEMS,
+        headline=config["report"]["headline_concurrency"],
+        gpu_hour_usd=config["report"]["gpu_hour_usd"],
+        min_continuity_pct=config["report"]["min_continuity_pct"],
+        ttfa_slo=wfc.ttfa_slo_arg(config),
+        grid=CONCURRENCY,
+    shell:
+        "python -m thetalker.report.capacity --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} {params.ttfa_slo} --grid {params.grid} --table {output.table} --figure {output.figure} > {log} 2>&1"
 
 
 # The agent mode's table and figure, from the records of the protocol: websocket systems.
@@ -111,11 +186,13 @@ rule agent_table:
         "python -m thetalker.report.agent --records {input} --table {output.table} --figure {output.figure} > {log} 2>&1"
 
 
-# Where each point's numbers came from: one row per speed point in provenance.md, and every
-# point's full provenance.json copied (as {system}_{model}_c{N}.json) into the report.
+# Where each point's numbers came from: one row per speed point in provenance.md (the
+# capacity search's too, from the manifests), and every point's full provenance.json copied
+# (as {system}_{model}_c{N}.json, with _search, _round{k} where they apply) into the report.
 rule provenance_table:
     input:
-        every_point("provenance.json"),
+        points=every_point("provenance.json"),
+        search=every_search_manifest(),
     output:
         table=report(
             "results/tables/provenance.md",

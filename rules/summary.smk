@@ -9,11 +9,17 @@ localrules:
 rule points:
     input:
         records=every_point("records.jsonl"),
+        # The capacity search's points: their records are listed in each manifest.
+        search=every_search_manifest(),
+        # stock_contaminated of each point (provenance.json) marks it in the tables.
+        provenance=every_point("provenance.json"),
     output:
         "results/points.csv",
     log:
         "results/logs/points.log",
     conda:
         "../envs/report.yaml"
+    params:
+        thresholds=config["report"]["continuity_thresholds_s"],
     shell:
-        "python -m thetalker.report.points --out {output} {input.records} > {log} 2>&1"
+        "python -m thetalker.report.points --out {output} --continuity-thresholds-s {params.thresholds} --search-manifests {input.search} -- {input.records} > {log} 2>&1"

@@ -76,15 +76,26 @@ def test_published_dry_run_lists_one_serving_job_per_system_and_model(workflow):
     assert result.returncode == 0, result.stderr
     published = yaml.safe_load((workflow / "config" / "published.yaml").read_text())
     expected = {(s, m) for s in published["systems"] for m in published["models"]}
-    assert len(expected) == 15  # 3 systems (vllm-omni-agent: the agent mode) x 5 models
+    assert len(published["models"]) == 5 and len(expected) == 5 * len(published["systems"])
     assert bench_jobs(result.stdout) == expected
-    assert [r for r, _, _ in planned_jobs(result.stdout)].count("bench") == 15
-    assert {"points", "tables", "figures", "all"} <= rules_of(result.stdout)
+    assert [r for r, _, _ in planned_jobs(result.stdout)].count("bench") == len(expected)
+    assert {"points", "tables", "figures", "capacity", "all"} <= rules_of(result.stdout)
     # Every table and figure is a target, and the config replaced (not merged into) the default.
-    for name in ("throughput", "continuity", "ttfa", "cost"):
+    for name in ("throughput", "continuity", "ttfa", "cost", "capacity"):
         assert f"results/tables/{name}.md" in result.stdout
         assert f"results/figures/{name}.png" in result.stdout
     assert "piper-joe" not in result.stdout
+    # The capacity search is a step of every bench job (same server session): its manifest is
+    # an output and the command runs it.
+    search = published["capacity"]
+    assert search["refine"] is True and search["max_steps"] >= 1
+    bench_commands = [
+        line
+        for line in result.stdout.splitlines()
+        if "serve_and_sweep" in line and "--search-manifest results/runs/" in line
+    ]
+    assert len(bench_commands) == len(expected)
+    assert all('"max_steps":' in line and "search.json" in line for line in bench_commands)
 
 
 @pytest.mark.parametrize(
@@ -118,6 +129,22 @@ def test_never_healthy_server_fails_within_timeout_and_leaves_nothing(workflow):
     assert (workflow / "results/logs/hang/qwen3tts06b/server.log").is_file()
     assert not (workflow / "results/runs/hang/qwen3tts06b/c1/records.jsonl").exists()
     assert not processes_in(workflow)  # checked again by the fixture
+
+
+def test_repeats_and_request_rates_plan_rounds_and_rate_points(workflow):
+    config = yaml.safe_load((workflow / "configs" / "embedded_tiny.yaml").read_text())
+    config.update(repeats=2, request_rates=[0.5, 3], rate_requests=4)
+    config["capacity"] = {"refine": True, "max_steps": 2}
+    name = write_config(workflow, "rounds.yaml", config)
+    result = smk(workflow, "-n", "results/tables/capacity.md", "--configfile", name)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = "results/runs/local/piper-joe"
+    for point in ("c1", "c2", "r0.5", "r3"):
+        for k in (1, 2):
+            assert f"{run}/{point}/round{k}/records.jsonl" in result.stdout, (point, k)
+    assert f"{run}/c1/records.jsonl" not in result.stdout
+    assert f"--search-manifest {run}/search.json" in result.stdout
+    assert {"bench", "points", "capacity"} <= rules_of(result.stdout)
 
 
 @pytest.mark.slow

@@ -142,7 +142,9 @@ def test_job_spec_follows_deploy_file_content_only_where_it_is_used(workdir):
 def test_job_spec_carries_every_run_setting(workdir):
     config = checked(load("published.yaml"))
     job = wfc.bench_job(config, "vllm-omni", "moss")
-    assert set(json.loads(job.to_json())) == set(JOB_FIELDS) and len(JOB_FIELDS) == 23
+    # The 23 fields every job has, plus the published capacity search (capacity.refine).
+    assert set(json.loads(job.to_json())) == {*JOB_FIELDS, "capacity"} and len(JOB_FIELDS) == 23
+    assert job.capacity == {"max_steps": 3, "min_continuity_pct": 95.0, "ttfa_slo_s": None}
     assert job.deploy_file == "deploy/moss.yaml"
     assert job.deploy_sha256 == wfc.file_sha256("deploy/moss.yaml")
     assert job.env == {"THESTAGE_VLLM_OMNI": "0"}
@@ -295,3 +297,36 @@ def test_former_module_name_still_runs_the_job():
         timeout=60,
     )
     assert result.returncode == 2 and "not valid JSON" in result.stderr
+
+
+def test_repeats_rates_and_search_enter_the_job_only_when_set(workdir):
+    config = checked(load("published.yaml"))
+    config["capacity"] = {"refine": False, "max_steps": 3}
+    plain = json.loads(wfc.bench_job(config, "vllm-omni", "moss").to_json())
+    assert not {"repeats", "request_rates", "rate_requests", "capacity"} & set(plain)
+    assert wfc.point_labels(config) == [f"c{c}" for c in config["concurrency"]]
+    assert wfc.round_dirs(config) == [""]
+    config.update(repeats=3, request_rates=[0.5, 2.0], rate_requests=40)
+    config["capacity"]["refine"] = True
+    config["report"]["ttfa_slo_s"] = 1.5
+    job = wfc.bench_job(config, "vllm-omni", "moss")
+    data = json.loads(job.to_json())
+    assert data["repeats"] == 3 and data["request_rates"] == [0.5, 2.0]
+    assert data["rate_requests"] == 40
+    assert data["capacity"] == {"max_steps": 3, "min_continuity_pct": 95.0, "ttfa_slo_s": 1.5}
+    assert BenchJob.from_json(job.to_json()) == job
+    assert job.point_labels()[-2:] == ["r0.5", "r2"] == wfc.point_labels(config)[-2:]
+    assert wfc.round_dirs(config) == ["round1/", "round2/", "round3/"]
+    assert wfc.ttfa_slo_arg(config) == "--ttfa-slo-s 1.5"
+    # The quality run is one run of one point: none of it.
+    quality = wfc.quality_run_config(config, "moss")
+    quality_job = json.loads(wfc.bench_job(quality, "vllm-omni", "moss").to_json())
+    assert not {"repeats", "request_rates", "rate_requests", "capacity"} & set(quality_job)
+
+
+def test_wer_at_speed_points_with_repeats_is_refused_naming_the_field(workdir):
+    config = checked(load("published.yaml"))
+    config["repeats"] = 2
+    config["quality"]["at_speed_points"] = True
+    with pytest.raises(wfc.ConfigError, match="quality.at_speed_points: needs repeats 1"):
+        wfc.check_config(config)

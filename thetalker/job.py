@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["BenchJob", "BenchJobError", "JOB_FIELDS", "check_job_inputs"]
+__all__ = ["BenchJob", "BenchJobError", "JOB_FIELDS", "check_job_inputs", "rate_label"]
 
 
 class BenchJobError(ValueError):
@@ -54,6 +54,16 @@ class BenchJob:
     # (text_pace, text_pace_unit, text_pace_jitter, split_granularity). None: whole-text
     # requests. Optional, and left out of the JSON when None, so older specs keep their params.
     agent: Mapping[str, Any] | None = None
+    # Names of variables passed from the job's environment to the server (never their values).
+    # Optional, and left out of the JSON when empty, so older specs keep their params.
+    secret_env: tuple[str, ...] = ()
+    # Optional too, each left out of the JSON at its default (older specs keep their params):
+    repeats: int = 1  # rounds of each point, back to back on the server (round1..roundN)
+    request_rates: tuple[float, ...] = ()  # open-loop points (requests/s), after the closed
+    rate_requests: int | None = None  # scored requests at each request-rate point
+    # The bisection of thetalker.capacity in the same server session, None: off. Keys:
+    # max_steps, min_continuity_pct, ttfa_slo_s (the service level, report.*).
+    capacity: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         # One normal form, whichever side built it (YAML ints, JSON lists, string keys).
@@ -71,6 +81,11 @@ class BenchJob:
             "max_error_rate": float(self.max_error_rate),
             "save_audio": bool(self.save_audio),
             "agent": None if self.agent is None else dict(self.agent),
+            "secret_env": tuple(str(n) for n in self.secret_env),
+            "repeats": int(self.repeats),
+            "request_rates": tuple(float(r) for r in self.request_rates),
+            "rate_requests": None if self.rate_requests is None else int(self.rate_requests),
+            "capacity": None if self.capacity is None else dict(self.capacity),
         }
         for name, value in coerce.items():
             object.__setattr__(self, name, value)
@@ -89,7 +104,18 @@ class BenchJob:
         data["requests"] = {str(c): self.requests[c] for c in self.concurrency}
         if data["agent"] is None:
             del data["agent"]
+        data["secret_env"] = list(self.secret_env)
+        if not data["secret_env"]:
+            del data["secret_env"]
+        data["request_rates"] = list(self.request_rates)
+        for name, default in _OMITTED_AT.items():
+            if data[name] == default:
+                del data[name]
         return data
+
+    def point_labels(self) -> list[str]:
+        """The grid's points in the order they run: `c{N}` (closed loop), then `r{R}`."""
+        return [f"c{c}" for c in self.concurrency] + [rate_label(r) for r in self.request_rates]
 
     def to_json(self) -> str:
         """Canonical JSON: equal jobs give equal strings (Snakemake compares params)."""
@@ -148,6 +174,18 @@ def _check_values(job: BenchJob) -> None:
         or job.sample_rate <= 0
     ):  # fmt: skip
         bad("sample_rate", f"must be a positive integer or null (got {job.sample_rate!r})")
+    if job.repeats < 1:
+        bad("repeats", f"must be at least 1 (got {job.repeats})")
+    if any(not (math.isfinite(r) and r > 0) for r in job.request_rates):
+        bad("request_rates", f"each must be a finite rate > 0 (got {list(job.request_rates)})")
+    if job.request_rates and (job.rate_requests is None or job.rate_requests < 1):
+        bad("rate_requests", f"must be at least 1 with request_rates (got {job.rate_requests})")
+    if job.capacity is not None:
+        unknown = sorted(set(job.capacity) - {"max_steps", "min_continuity_pct", "ttfa_slo_s"})
+        if unknown:
+            bad("capacity", f"unknown key(s) {', '.join(unknown)}")
+        if int(job.capacity.get("max_steps", 0)) < 0:
+            bad("capacity.max_steps", f"must be 0 or more (got {job.capacity['max_steps']})")
     if job.launcher == "local" and job.voice.get("clone"):
         bad("voice.clone", "the local launcher's server cannot clone voices (give a speaker)")
 
@@ -185,9 +223,28 @@ def check_job_inputs(job: BenchJob) -> None:
             raise BenchJobError(f"job field ref_audio: {exc}") from None
 
 
+def rate_label(rate: float) -> str:
+    """`r{R}` of a request rate, R with %g (2.0 is `r2`), as thetalker.report.points reads."""
+    return f"r{float(rate):g}"
+
+
 # The 23 fields, in declaration order: what to_json writes and from_json requires.
-# Fields with a default may be left out (to_json leaves them out when empty).
-OPTIONAL_JOB_FIELDS: tuple[str, ...] = ("agent",)
+# Fields with a default may be left out (to_json leaves them out at their default).
+OPTIONAL_JOB_FIELDS: tuple[str, ...] = (
+    "secret_env",
+    "agent",
+    "repeats",
+    "request_rates",
+    "rate_requests",
+    "capacity",
+)
+# The optional fields to_dict leaves out at these values (secret_env: when empty).
+_OMITTED_AT: dict[str, Any] = {
+    "repeats": 1,
+    "request_rates": [],
+    "rate_requests": None,
+    "capacity": None,
+}
 JOB_FIELDS: tuple[str, ...] = tuple(
     f.name for f in fields(BenchJob) if f.name not in OPTIONAL_JOB_FIELDS
 )

@@ -1,17 +1,28 @@
-"""One (system, model) job of the workflow: serve, warm up, sweep every concurrency point, stop.
+"""One (system, model) job of the workflow: serve, warm up, sweep every point, search, stop.
 
-A model server takes minutes to start on a GPU, so one job serves every concurrency point of
-its model: `thetalker.launch.launch_server` starts it (free port, health wait, MPS, voice
+A model server takes minutes to start on a GPU, so one job serves every load point of its
+model: `thetalker.launch.launch_server` starts it (free port, health wait, MPS, voice
 registration), then each point runs in the job's order through `thetalker.client.run_benchmark`
 into its own folder (records.jsonl, summary.json, provenance.json), and the server's whole
 process group is stopped when the block is left, also on an error, SIGTERM or Ctrl-C.
 
-The job is a `thetalker.job.BenchJob`, passed as its canonical JSON (Snakemake's params, so
-any change to it reruns the job). Where each point goes is the rule's business: its
-records.jsonl outputs, one per point in the job's concurrency order, and each point writes its
-files beside its records:
+The points: the concurrency grid (`c{N}`, closed loop), then the request rates (`r{R}`, open
+loop). With `repeats` N > 1 each point runs N times back to back (`{point}/round1/` ..
+`roundN/`). With a capacity search (`capacity.refine`) the job then bisects, on the same
+server, between the last load that holds the service level and the first that does not
+(`thetalker.capacity.refine`, at most `capacity.max_steps` points): those search points are
+points like any other, written under `search/{point}/` beside the manifest `search.json`
+(`--search-manifest`), which lists them (none when the search is off or has no bracket)
+and the capacity the job found. A search point whose requests fail past `max_error_rate`
+does not hold the level; it does not fail the job.
 
-    python -m thetalker.serve_and_sweep --job '{...}' --server-log L --records R1 R2 ...
+The job is a `thetalker.job.BenchJob`, passed as its canonical JSON (Snakemake's params, so
+any change to it reruns the job). Where each grid point goes is the rule's business: its
+records.jsonl outputs, one per point and round in the job's order (points, then rounds),
+and each point writes its files beside its records:
+
+    python -m thetalker.serve_and_sweep --job '{...}' --server-log L --records R1 R2 ... \
+        [--search-manifest results/runs/S/M/search.json]
 """
 
 from __future__ import annotations
@@ -20,19 +31,66 @@ import argparse
 import functools
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from thetalker.acceptance import point_failure
-from thetalker.job import BenchJob, BenchJobError, check_job_inputs
+from thetalker.job import BenchJob, BenchJobError, check_job_inputs, rate_label
 from thetalker.point_warnings import point_warning
 
 if TYPE_CHECKING:  # imported lazily at run time: `--help` needs neither aiohttp nor the server
     from thetalker.client import BenchOptions
     from thetalker.launch import ServerSpec
 
-__all__ = ["server_spec", "bench_options", "run_job", "main"]
+__all__ = [
+    "Load",
+    "grid_loads",
+    "requests_at",
+    "server_spec",
+    "bench_options",
+    "run_job",
+    "main",
+]
+
+SEARCH_MANIFEST_VERSION = 1
+RATE_DIGITS = 4  # significant digits of a bisected request rate (its folder name r{R})
+
+
+@dataclass(frozen=True)
+class Load:
+    """One load point: `concurrency` streams (closed loop) or `request_rate` requests/s."""
+
+    concurrency: int | None = None
+    request_rate: float | None = None
+
+    @property
+    def label(self) -> str:
+        if self.concurrency is not None:
+            return f"c{self.concurrency}"
+        return rate_label(self.request_rate or 0.0)
+
+
+def grid_loads(job: BenchJob) -> list[Load]:
+    """The job's grid in the order it runs: concurrency points, then request rates."""
+    return [Load(concurrency=c) for c in job.concurrency] + [
+        Load(request_rate=r) for r in job.request_rates
+    ]
+
+
+def requests_at(job: BenchJob, load: Load) -> int:
+    """Scored requests at a load: the config's count on the grid; a search point between
+    grid points gets the count of the grid point below it, and at least one per stream (so
+    the load is reached); a request-rate point gets `rate_requests`."""
+    if load.concurrency is None:
+        return int(job.rate_requests or 1)
+    if load.concurrency in job.requests:
+        return job.requests[load.concurrency]
+    below = [c for c in job.concurrency if c < load.concurrency]
+    base = job.requests[max(below)] if below else job.requests[min(job.concurrency)]
+    return max(base, load.concurrency)
 
 
 def _ref_text(job: BenchJob) -> str | None:
@@ -56,6 +114,7 @@ def server_spec(job: BenchJob, server_log: Path) -> ServerSpec:
         deploy_config=job.deploy_file,
         port=None,
         env=dict(job.env),
+        secret_env=list(job.secret_env),  # names only: values come from this environment
         extra_args=list(job.extra_args),
         mps=job.mps,
         health_timeout_s=job.health_timeout_s,
@@ -66,10 +125,18 @@ def server_spec(job: BenchJob, server_log: Path) -> ServerSpec:
 
 
 def bench_options(
-    job: BenchJob, base_url: str, concurrency: int, save_audio_dir: Path | None
+    job: BenchJob,
+    base_url: str,
+    concurrency: int | None,
+    save_audio_dir: Path | None,
+    request_rate: float | None = None,
 ) -> BenchOptions:
-    """The client options of one concurrency point."""
+    """The client options of one point: `concurrency` streams, or (concurrency None) open
+    loop at `request_rate`, with as many connections as requests (arrivals never wait)."""
     from thetalker.client import BenchOptions
+
+    load = Load(concurrency=concurrency, request_rate=None if concurrency else request_rate)
+    requests = requests_at(job, load)
 
     clone = job.voice.get("clone")
     return BenchOptions(
@@ -84,8 +151,9 @@ def bench_options(
         ref_text=_ref_text(job) if clone == "inline" else None,
         language=job.language,
         expected_sample_rate=job.sample_rate,
-        concurrency=int(concurrency),
-        requests=job.requests[int(concurrency)],
+        concurrency=int(concurrency) if concurrency is not None else requests,
+        request_rate=load.request_rate,
+        requests=requests,
         warmup=job.warmup,
         seed=job.seed,
         timeout_s=job.request_timeout_s,
@@ -95,52 +163,202 @@ def bench_options(
     )
 
 
-def run_job(job: BenchJob, point_dirs: Sequence[Path], server_log: Path) -> list[dict[str, Any]]:
-    """Serve the job's model and run each concurrency point into its folder (same order as
-    `job.concurrency`); return the point summaries. A failed point stops the job."""
-    from thetalker.client import LineReporter, format_point_end, run_benchmark
-    from thetalker.launch import launch_server
-    from thetalker.prompts import load_prompts
-    from thetalker.provenance import utc_now, write_provenance
-    from thetalker.sampler import ResourceSampler
+@dataclass
+class _Session:
+    """What the points of one job share: the job, its server, the prompts, the progress."""
 
-    if len(point_dirs) != len(job.concurrency):
-        raise BenchJobError(
-            f"{len(point_dirs)} point folders for {len(job.concurrency)} concurrency points"
-        )
-    prompts = load_prompts(job.prompts)
-    # "c8: 120/300 done, 2 errors, 41 s elapsed, ~62 s left" every few seconds, into the log.
-    progress = LineReporter(functools.partial(print, flush=True))
-    summaries: list[dict[str, Any]] = []
-    with launch_server(server_spec(job, server_log)) as server:
-        print(f"serving {job.system}/{job.model} at {server.base_url}", flush=True)
-        for concurrency, point_dir in zip(job.concurrency, point_dirs, strict=True):
+    job: BenchJob
+    server: Any
+    prompts: Any
+    progress: Any
+
+    def run_point(self, load: Load, dirs: Sequence[Path], search: bool = False) -> dict[str, Any]:
+        """Run a load's rounds into `dirs`; return the pooled summary of its records (as
+        thetalker.report.points computes it), with `failure` when a round failed its
+        acceptance. A failed grid point stops the job; a failed search point only fails."""
+        from thetalker.client import format_point_end, run_benchmark
+        from thetalker.metrics import summarize_point
+        from thetalker.provenance import collect_provenance, utc_now
+        from thetalker.records import read_records, write_json
+        from thetalker.sampler import ResourceSampler
+
+        job, name = self.job, f"{self.job.system}/{self.job.model}"
+        failure = None
+        for k, point_dir in enumerate(dirs, start=1):
+            label = load.label if len(dirs) == 1 else f"{load.label} round {k}"
             # A rerun starts from nothing: records are appended, never mixed with old ones.
             shutil.rmtree(point_dir, ignore_errors=True)
             point_dir.mkdir(parents=True)
             audio_dir = point_dir / "audio" if job.save_audio else None
-            opts = bench_options(job, server.base_url, concurrency, audio_dir)
+            opts = bench_options(
+                job, self.server.base_url, load.concurrency, audio_dir, load.request_rate
+            )
             started = utc_now()
-            with ResourceSampler(pid=server.pid) as sampler:
-                summary = run_benchmark(opts, prompts, point_dir, progress)
-            write_provenance(
-                point_dir / "provenance.json",
-                server=server,
+            with ResourceSampler(pid=self.server.pid) as sampler:
+                summary = run_benchmark(opts, self.prompts, point_dir, self.progress)
+            provenance = collect_provenance(
+                server=self.server,
                 config_slice=job.to_dict(),
-                concurrency=concurrency,
+                concurrency=load.concurrency,
                 started_at=started,
                 ended_at=utc_now(),
                 resources=sampler.result(),
             )
-            print(format_point_end(summary, f"c{concurrency}"), flush=True)
-            warning = point_warning(summary, f"{job.system}/{job.model} c{concurrency}")
+            marks = {"point": load.label, "request_rate": load.request_rate, "round": k}
+            marks["search_point"] = search  # added by the capacity search, off the grid
+            write_json(point_dir / "provenance.json", {**provenance, **marks})
+            if search:
+                write_json(point_dir / "summary.json", {**summary, "search_point": True})
+            print(format_point_end(summary, label), flush=True)
+            warning = point_warning(summary, f"{name} {label}")
             if warning:  # accepted (max_error_rate) but not clean: said in the job's log
                 print(warning, flush=True)
-            failure = point_failure(summary, job.max_error_rate)
-            if failure:
-                raise BenchJobError(f"{job.system}/{job.model} c{concurrency}: {failure}")
-            summaries.append(summary)
-    return summaries
+            failure = failure or point_failure(summary, job.max_error_rate)
+            if failure and not search:
+                raise BenchJobError(f"{name} {label}: {failure}")
+        records = [r for d in dirs for r in read_records(d / "records.jsonl")]
+        pooled = summarize_point(records, concurrency=load.concurrency)
+        return {**pooled, "failure": failure} if failure else pooled
+
+
+def _search(
+    session: _Session, grid: dict[Load, dict[str, Any]], search_dir: Path
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The capacity search (job.capacity): bisection on the closed loop, then on the open
+    loop with the steps left. Returns the search points (manifest entries) and the
+    capacity found per loop kind."""
+    from thetalker.capacity import ServiceLevel, find_capacity, refine
+
+    job = session.job
+    spec = dict(job.capacity or {})
+    level = ServiceLevel(float(spec.get("min_continuity_pct", 95.0)), spec.get("ttfa_slo_s"))
+    steps_left = int(spec.get("max_steps", 0))
+    rounds = [f"round{k}" for k in range(1, job.repeats + 1)] if job.repeats > 1 else [""]
+    points: list[dict[str, Any]] = []
+    capacity: dict[str, Any] = {}
+    for kind, closed in (("streams", True), ("requests_per_s", False)):
+        on_grid = {
+            (load.concurrency if closed else load.request_rate): summary
+            for load, summary in grid.items()
+            if (load.concurrency is not None) == closed
+        }
+        if not on_grid:
+            continue
+        passed = {x: level.holds(s) and "failure" not in s for x, s in on_grid.items()}
+
+        def probe(x: float, closed: bool = closed) -> bool:
+            load = Load(concurrency=int(x)) if closed else Load(request_rate=_round_rate(x))
+            dirs = [search_dir / load.label / r for r in rounds]
+            summary = session.run_point(load, dirs, search=True)
+            holds = level.holds(summary) and "failure" not in summary
+            points.append(_manifest_entry(load, dirs, holds, summary))
+            return holds
+
+        results = refine(passed, probe, list(on_grid), steps_left, integer=closed)
+        steps_left -= len(results) - len(on_grid)
+        found = find_capacity(results)
+        capacity[kind] = {
+            "load": found.load,
+            "verdict": found.verdict,
+            "first_failing": found.first_failing,
+            "label": found.label("" if closed else " req/s"),
+        }
+        print(f"capacity ({kind}): {job.system}/{job.model} {capacity[kind]['label']}", flush=True)
+    return points, capacity
+
+
+def _round_rate(rate: float) -> float:
+    """A bisected rate to RATE_DIGITS significant digits: its folder name says it exactly."""
+    return float(f"{rate:.{RATE_DIGITS}g}")
+
+
+def _manifest_entry(
+    load: Load, dirs: Sequence[Path], holds: bool, summary: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "point": load.label,
+        "concurrency": load.concurrency,
+        "request_rate": load.request_rate,
+        "holds": holds,
+        "continuity_pct": summary.get("continuity_pct"),
+        "ttfa_s_p90": (summary.get("ttfa_s") or {}).get("p90"),
+        "failure": summary.get("failure"),
+        "records": [str(d / "records.jsonl") for d in dirs],
+        "summaries": [str(d / "summary.json") for d in dirs],
+        "provenance": [str(d / "provenance.json") for d in dirs],
+    }
+
+
+def write_search_manifest(
+    path: Path,
+    job: BenchJob,
+    points: Sequence[dict[str, Any]],
+    capacity: dict[str, Any],
+) -> None:
+    """search.json: the job's search points (none when off or nothing to refine)."""
+    from thetalker.records import write_json
+
+    write_json(
+        path,
+        {
+            "version": SEARCH_MANIFEST_VERSION,
+            "system": job.system,
+            "model": job.model,
+            "refine": job.capacity is not None,
+            "capacity_search": dict(job.capacity) if job.capacity else None,
+            "points": list(points),
+            "capacity": capacity,
+        },
+    )
+
+
+def run_job(
+    job: BenchJob,
+    records: Sequence[Path],
+    server_log: Path,
+    search_manifest: Path | None = None,
+    launch: Callable[[ServerSpec], AbstractContextManager[Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """Serve the job's model and run each grid point (and round) into the folder of its
+    records file (in the job's order: points, then rounds), then the capacity search when
+    the job has one and `search_manifest` is given (search points under its `search/`
+    folder; the manifest written in every case). Returns the grid points' summaries.
+    `launch`: what serves the spec (thetalker.launch.launch_server; a test's own server)."""
+    from thetalker.client import LineReporter
+    from thetalker.fdlimit import ensure_fd_limit
+    from thetalker.launch import launch_server
+    from thetalker.prompts import load_prompts
+
+    loads = grid_loads(job)
+    if len(records) != len(loads) * job.repeats:
+        raise BenchJobError(
+            f"{len(records)} records files for {len(loads)} points x {job.repeats} rounds"
+        )
+    groups = [
+        [Path(r).parent for r in records[i * job.repeats : (i + 1) * job.repeats]]
+        for i in range(len(loads))
+    ]
+    search_dir = search_manifest.with_suffix("") if search_manifest else None
+    if search_dir is not None:  # a rerun's search starts from nothing too
+        shutil.rmtree(search_dir, ignore_errors=True)
+    prompts = load_prompts(job.prompts)
+    # A descriptor per stream (open loop: every request may be in flight), or refused now.
+    ensure_fd_limit(max([*job.concurrency, *([job.rate_requests or 1] * bool(job.request_rates))]))
+    # "c8: 120/300 done, 2 errors, 41 s elapsed, ~62 s left" every few seconds, into the log.
+    progress = LineReporter(functools.partial(print, flush=True))
+    summaries: dict[Load, dict[str, Any]] = {}
+    points: list[dict[str, Any]] = []
+    capacity: dict[str, Any] = {}
+    with (launch or launch_server)(server_spec(job, server_log)) as server:
+        print(f"serving {job.system}/{job.model} at {server.base_url}", flush=True)
+        session = _Session(job, server, prompts, progress)
+        for load, dirs in zip(loads, groups, strict=True):
+            summaries[load] = session.run_point(load, dirs)
+        if job.capacity is not None and search_dir is not None:
+            points, capacity = _search(session, summaries, search_dir)
+    if search_manifest is not None:
+        write_search_manifest(search_manifest, job, points, capacity)
+    return list(summaries.values())
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -152,7 +370,13 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         required=True,
         nargs="+",
         type=Path,
-        help="each point's records.jsonl, in the job's concurrency order (files go beside it)",
+        help="each point's records.jsonl, in the job's order: points, then rounds "
+        "(files go beside it)",
+    )
+    parser.add_argument(
+        "--search-manifest",
+        type=Path,
+        help="search.json to write (always): the capacity search's points, under search/ beside it",
     )
     return parser
 
@@ -168,8 +392,7 @@ def main(
         print(f"error: --job: {exc}", file=sys.stderr)
         return 2
     try:
-        point_dirs = [records.parent for records in args.records]
-        run_job(job, point_dirs, args.server_log)
+        run_job(job, args.records, args.server_log, args.search_manifest)
     except KeyboardInterrupt:  # Ctrl-C: the server is stopped and the records kept already
         print(
             f"interrupted; finished requests are in {args.records[0].parent.parent}",

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from thetalker.job import BenchJob
+from thetalker.job import BenchJob, rate_label
 
 __all__ = [
     "ConfigError",
@@ -146,6 +146,27 @@ def check_config(config: Mapping[str, Any]) -> None:
         voice = spec.get("voice") or {}
         if not voice.get("speaker") and not voice.get("clone"):
             raise ConfigError(f"config field models.{model}.voice: set speaker or clone")
+    if int(config.get("repeats", 1)) > 1 and config.get("quality", {}).get("at_speed_points"):
+        # WER under load transcribes {point}/records.jsonl; rounds live in {point}/roundK/.
+        raise ConfigError(
+            "config field quality.at_speed_points: needs repeats 1 (a point's rounds are not "
+            "transcribed)"
+        )
+    _check_no_secrets(config)
+
+
+def _check_no_secrets(config: Mapping[str, Any]) -> None:
+    """A secret's value in env or extra_args would reach params and logs (thetalker.redact)."""
+    from thetalker.redact import check_args, check_env_names
+
+    try:
+        for system, spec in config["systems"].items():
+            check_env_names(spec.get("env") or {}, f"config field systems.{system}.env")
+            check_args(spec.get("extra_args") or [], f"config field systems.{system}.extra_args")
+        for model, spec in config["models"].items():
+            check_args(spec.get("extra_args") or [], f"config field models.{model}.extra_args")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def deploy_file(config: Mapping[str, Any], system: str, model: str) -> str | None:
@@ -189,6 +210,7 @@ def bench_job(config: Mapping[str, Any], system: str, model: str) -> BenchJob:
         deploy_file=inputs.get("deploy"),
         deploy_sha256=file_sha256(inputs["deploy"]) if "deploy" in inputs else None,
         env=sys_spec["env"],
+        secret_env=sys_spec.get("secret_env") or (),
         extra_args=[*model_spec["extra_args"], *sys_spec["extra_args"]],
         mps=model_spec["mps"],
         sample_rate=model_spec.get("sample_rate"),
@@ -207,7 +229,45 @@ def bench_job(config: Mapping[str, Any], system: str, model: str) -> BenchJob:
         # WER at each speed point (quality.at_speed_points) needs every utterance saved.
         save_audio=config["save_audio"] or quality_settings(config)["at_speed_points"],
         agent=agent_settings(sys_spec),
+        repeats=config.get("repeats", 1),
+        request_rates=config.get("request_rates", []),
+        rate_requests=config.get("rate_requests") if config.get("request_rates") else None,
+        capacity=capacity_search(config),
     )
+
+
+def capacity_search(config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The bench job's bisection (`capacity.refine`): its step limit and the service level it
+    searches for (report.min_continuity_pct, report.ttfa_slo_s), or None when off."""
+    capacity = config.get("capacity") or {}
+    if not capacity.get("refine"):
+        return None
+    report = config["report"]
+    return {
+        "max_steps": int(capacity.get("max_steps", 4)),
+        "min_continuity_pct": float(report.get("min_continuity_pct", 95)),
+        "ttfa_slo_s": report.get("ttfa_slo_s"),
+    }
+
+
+def ttfa_slo_arg(config: Mapping[str, Any]) -> str:
+    """`--ttfa-slo-s X` for thetalker.report.capacity, or "" when report.ttfa_slo_s is null."""
+    slo = config["report"].get("ttfa_slo_s")
+    return "" if slo is None else f"--ttfa-slo-s {float(slo):g}"
+
+
+def point_labels(config: Mapping[str, Any]) -> list[str]:
+    """The grid's points, in the order a bench job runs them: `c{N}`, then `r{R}`."""
+    return [f"c{int(c)}" for c in config["concurrency"]] + [
+        rate_label(r) for r in config.get("request_rates", [])
+    ]
+
+
+def round_dirs(config: Mapping[str, Any]) -> list[str]:
+    """The part of a point's files' path below the point: "" for one run, else
+    `round1/` .. `roundN/` (`repeats`)."""
+    repeats = int(config.get("repeats", 1))
+    return [""] if repeats == 1 else [f"round{k}/" for k in range(1, repeats + 1)]
 
 
 def agent_settings(sys_spec: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -280,6 +340,10 @@ def quality_run_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
         "requests": {concurrency: int(quality["requests"])},
         "save_audio": True,
         "models": {**config["models"], model: model_spec},
+        # One run of one point: no rounds, no open-loop points, no capacity search.
+        "repeats": 1,
+        "request_rates": [],
+        "capacity": {**config.get("capacity", {}), "refine": False},
     }
 
 

@@ -14,7 +14,13 @@ Continuity at each threshold T is `continuity_pct_{T}s` (with `_low`, `_high`). 
 `records` column lists the point's records files (`;`-separated, one per round), which
 the tables read again for the ratio column's interval.
 
-    python -m thetalker.report.points --out results/points.csv RECORDS.jsonl...
+The capacity search's points (thetalker.serve_and_sweep) sit in
+`.../{system}/{model}/search/{point}/`, listed by the job's `search.json`
+(`--search-manifests`): rows like any other, with `search_point` true. `stock_contaminated`
+is the flag of the point's provenance.json beside its records (None without one).
+
+    python -m thetalker.report.points --out results/points.csv [--search-manifests M...] \
+        [--] RECORDS.jsonl...
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from thetalker.metrics import (
     point_intervals,
     summarize_point,
 )
-from thetalker.records import RecordError, read_records
+from thetalker.records import RecordError, read_json, read_records
 
 __all__ = [
     "POINT_KEYS",
@@ -47,6 +53,7 @@ __all__ = [
     "flatten",
     "point_row",
     "points_rows",
+    "search_records",
     "write_points",
     "main",
 ]
@@ -70,6 +77,7 @@ class PointLocation:
     concurrency: int | None
     request_rate: float | None
     round: int = 1
+    search: bool = False  # a point the capacity search added (under search/)
 
 
 def point_label(concurrency: int | None = None, request_rate: float | None = None) -> str:
@@ -84,6 +92,8 @@ def point_location(records_path: str | Path) -> PointLocation:
     if round_match:
         parent = parent.parent
     match = _POINT_DIR.match(parent.name)
+    search = parent.parent.name == "search" and len(parent.parts) >= 4
+    run = parent.parent.parent if search else parent.parent
     if not match or len(parent.parts) < 3:
         raise PointPathError(
             f"{path}: expected .../{{system}}/{{model}}/{{c<N>|r<R>}}[/round<k>]/records.jsonl"
@@ -91,12 +101,13 @@ def point_location(records_path: str | Path) -> PointLocation:
     concurrency = int(match.group(1)) if match.group(1) else None
     rate = float(match.group(2)) if match.group(2) else None
     return PointLocation(
-        system=parent.parent.parent.name,
-        model=parent.parent.name,
+        system=run.parent.name,
+        model=run.name,
         point=point_label(concurrency, rate),
         concurrency=concurrency,
         request_rate=rate,
         round=int(round_match.group(1)) if round_match else 1,
+        search=search,
     )
 
 
@@ -162,6 +173,8 @@ def point_row(
         "point": first.point,
         "request_rate": first.request_rate,
         "rounds": len(rounds),
+        "search_point": first.search,
+        "stock_contaminated": _stock_contaminated(paths),
         **summary,
         **_interval_columns("rtfx", figures["rtfx"]),
         "rtfx_method": figures["rtfx"].method,
@@ -178,6 +191,26 @@ def point_row(
         row.update(_interval_columns(name, figures[name]))
     row["records"] = ";".join(str(p) for p in paths)
     return row
+
+
+def _stock_contaminated(paths: Sequence[str | Path]) -> bool | None:
+    """provenance.json's `stock_contaminated` beside any round's records (None: no file)."""
+    flags = []
+    for path in paths:
+        try:
+            flags.append(
+                bool(read_json(Path(path).with_name("provenance.json")).get("stock_contaminated"))
+            )
+        except (OSError, RecordError, AttributeError):
+            continue
+    return any(flags) if flags else None
+
+
+def search_records(manifests: Iterable[str | Path]) -> list[str]:
+    """The records files of every search point the manifests (search.json) list."""
+    return [
+        path for m in manifests for point in read_json(m)["points"] for path in point["records"]
+    ]
 
 
 def _group_rounds(paths: Iterable[str | Path]) -> list[list[Path]]:
@@ -216,6 +249,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("records", nargs="+", type=Path, help="records.jsonl of each point")
     parser.add_argument("--out", required=True, type=Path, help="points.csv to write")
     parser.add_argument(
+        "--search-manifests",
+        nargs="*",
+        type=Path,
+        default=[],
+        help="search.json of each bench job: its capacity search's points are rows too",
+    )
+    parser.add_argument(
         "--continuity-thresholds-s",
         nargs="+",
         type=float,
@@ -229,7 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        rows = points_rows(args.records, args.continuity_thresholds_s, args.allow_incomplete)
+        paths = [*args.records, *search_records(args.search_manifests)]
+        rows = points_rows(paths, args.continuity_thresholds_s, args.allow_incomplete)
     except (RecordError, PointPathError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -69,6 +69,7 @@ __all__ = [
 
 MISSING = "n/a"
 NOT_DISTINGUISHABLE = "†"
+STOCK_CONTAMINATED = "(stock contaminated: see provenance.md)"
 _REQUIRED_COLUMNS = ("system", "model", "concurrency", "rtfx", "continuity_pct", "chars_per_s")
 _THRESHOLD_COLUMN = re.compile(r"^continuity_pct_(\d+(?:\.\d+)?)s$")
 _INTERVAL_NOTE = (
@@ -158,11 +159,17 @@ def fmt_range(value: float | None, low: float | None, high: float | None, digits
 
 
 def failed_mark(summary: Mapping[str, Any] | None) -> str:
-    """` (k/n failed)` for a point with failed requests, else empty."""
+    """` (k/n failed)` for a point with failed requests, and ` (stock contaminated)` for a
+    point whose provenance says a stock server ran with the optimized library installed
+    (points.csv's `stock_contaminated`); else empty."""
     if not summary:
         return ""
     failed = int(summary.get("n_failed") or 0)
-    return f" ({failed}/{int(summary.get('n_scored') or 0)} failed)" if failed else ""
+    mark = f" ({failed}/{int(summary.get('n_scored') or 0)} failed)" if failed else ""
+    contaminated = summary.get("stock_contaminated")
+    if contaminated is True or str(contaminated).lower() == "true":
+        mark += f" {STOCK_CONTAMINATED}"
+    return mark
 
 
 def _cell_pm(summary: Mapping[str, Any] | None, column: str, digits: int) -> str:
