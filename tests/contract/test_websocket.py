@@ -115,3 +115,46 @@ def test_voxcpm2s_rate_comes_from_the_probe_not_audio_start(server_factory, ref_
     want = [2 * n for f in (20, 30) for n in chunk_samples(PROFILES["openbmb/VoxCPM2"], extra, f)]
     assert r["chunk_bytes"] == want
     assert r["audio_s"] == pytest.approx(sum(want) / (2 * 48000))
+
+
+SPLIT_CASES = [
+    ["Hello", " Dr.", " Smith,", " it", " costs", " 3.50.", " Next", " one!", " Wait...", '" ok'],
+    ["One, two; three.", " Four? Five!", " e.g. six", " J. R. R. Tolkien wrote.", " End"],
+    ["No", " terminator", " at", " all"],
+    ["A.B. c. ", "d", "... (e).", " f"],
+    ["你好。", "今天天气", "很好，", "对吗？", "「是的。」", "好"],
+    ["...no. way", " U.S. troops", " 1,000 and 2.5", "x. Done."],
+]
+
+
+def test_the_local_servers_splitter_follows_0300s(contract_python, tmp_path):
+    """thetalker.server.units against 0.30.0's own SpeechTextSplitter, piece by piece."""
+    import json
+    import subprocess
+
+    from thetalker.server.units import UnitSplitter
+
+    script = (
+        "import json, sys\n"
+        "from vllm_omni.entrypoints.openai.speech_text_splitter import SpeechTextSplitter\n"
+        "out = {}\n"
+        "for g in ('none', 'sentence', 'clause'):\n"
+        "    out[g] = []\n"
+        "    for case in json.load(open(sys.argv[1])):\n"
+        "        s = SpeechTextSplitter(g)\n"
+        "        out[g].append([s.feed(p) for p in case] + [s.flush()])\n"
+        "json.dump(out, open(sys.argv[2], 'w'))\n"
+    )
+    cases, answers = tmp_path / "cases.json", tmp_path / "answers.json"
+    cases.write_text(json.dumps(SPLIT_CASES))
+    run = subprocess.run(
+        [str(contract_python), "-c", script, str(cases), str(answers)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    upstream = json.loads(answers.read_text())
+    for granularity, results in upstream.items():
+        for case, want in zip(SPLIT_CASES, results, strict=True):
+            s = UnitSplitter(granularity)
+            got = [s.feed(p) for p in case] + [s.flush()]
+            assert got == want, (granularity, case)

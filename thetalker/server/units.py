@@ -1,13 +1,14 @@
 """Text arriving in pieces into the units a WebSocket session synthesizes (`split_granularity`).
 
-The rules of vllm-omni 0.30.0's `SpeechTextSplitter` (`speech_text_splitter.py`), for Latin
-text: `none` keeps everything until the flush (`input.done`); `sentence` closes a unit after
-`.`, `!` or `?`; `clause` also after `,` and `;`. An ASCII terminator closes a unit only when
-whitespace follows (so `3.14`, `e.g.x` stay whole) and a terminator at the end of what has
-arrived waits for the next piece (it may be `...` still growing). A run of terminators and
-closing quotes or brackets stays with the unit it ends (`Wait..."`). `.` after a known
-abbreviation (`Dr.`, `e.g.`) or a single letter (`J. R. R.`) closes nothing, nor does one
-between digits. Units are stripped.
+The rules of vllm-omni 0.30.0's `SpeechTextSplitter` (`speech_text_splitter.py`; the contract
+tier compares the two): `none` keeps everything until the flush (`input.done`); `sentence`
+closes a unit after `.`, `!` or `?`; `clause` also after `,` and `;` (and the CJK, Devanagari
+and Arabic marks of each, which close a unit whatever follows them). An ASCII terminator
+closes a unit only when whitespace follows (so `3.14`, `e.g.x` stay whole), and a terminator
+at the end of what has arrived waits for the next piece (it may be `...` still growing). A
+run of terminators and closing quotes or brackets stays with the unit it ends (`Wait..."`).
+`.` after a known abbreviation (`Dr.`, `e.g.`) or a single letter (`J. R. R.`) closes
+nothing, nor does one between digits. Units are stripped.
 """
 
 from __future__ import annotations
@@ -16,9 +17,13 @@ __all__ = ["GRANULARITIES", "UnitSplitter"]
 
 GRANULARITIES = ("none", "sentence", "clause")
 
-_SENTENCE = frozenset(".!?")
-_CLAUSE = _SENTENCE | frozenset(",;")
-_CLOSING = frozenset("\"')]}\u201d\u2019\u00bb")
+_ASCII_CLAUSE = frozenset(".!?,;")
+# Marks of other scripts (CJK, Devanagari danda, Arabic) are unambiguous: they close a unit
+# as soon as the character after them is known, whitespace or not.
+_SCRIPT_SENTENCE = frozenset("\u3002\uff01\uff1f\u2026\u0964\u0965\u061f")
+_SENTENCE = frozenset(".!?") | _SCRIPT_SENTENCE
+_CLAUSE = _SENTENCE | frozenset(",;") | frozenset("\uff0c\uff1b\u060c\u061b")
+_CLOSING = frozenset("\"')]}\u201d\u2019\u00bb\u300f\u300d\uff09\u3011")
 _RUN = _CLAUSE | _CLOSING
 _ABBREVIATIONS = frozenset(
     {"dr", "mr", "mrs", "ms", "prof", "sr", "jr", "st", "mt", "fig", "no", "vs", "etc"}
@@ -41,7 +46,8 @@ def _closes(buffer: str, index: int) -> bool:
         return False
     if ch == ".":
         token = _token_before(buffer, index)
-        if token and ((len(token) == 1 and token.isalpha()) or token.lower() in _ABBREVIATIONS):
+        abbreviation = token.lower().strip(".") in _ABBREVIATIONS
+        if token and ((len(token) == 1 and token.isalpha()) or abbreviation):
             return False
     return True
 
@@ -79,7 +85,8 @@ class UnitSplitter:
                     end += 1
                 if end >= len(buffer) and not flush:
                     break  # the run may still grow: decide with the next piece
-                if end < len(buffer) and not buffer[end].isspace():
+                ascii_mark = buffer[i] in _ASCII_CLAUSE
+                if end < len(buffer) and ascii_mark and not buffer[end].isspace():
                     i = end
                     continue
                 unit = buffer[last:end].strip()
