@@ -122,6 +122,13 @@ def test_an_explicit_rate_against_the_deploy_names_rate_exits_2_before_sending(p
     assert done.returncode == 2 and "16000" in line and "22050" in line
 
 
+@pytest.mark.parametrize("value", ["nan", "-0.1"])
+def test_report_points_refuses_a_threshold_that_is_no_positive_number(tmp_path, value: str):
+    done = _run("-m", "thetalker.report.points", "--out", str(tmp_path / "p.csv"),
+                str(tmp_path / "r.jsonl"), "--continuity-thresholds-s", value)  # fmt: skip
+    assert done.returncode == 2 and "--continuity-thresholds-s" in done.stderr.splitlines()[-1]
+
+
 # --- python -m thetalker.asr / thetalker.wer ------------------------------------------------
 
 

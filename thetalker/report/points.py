@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -268,6 +269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="take a records file with request indices missing (warned) instead of refusing it",
     )
     args = parser.parse_args(argv)
+    bad = [t for t in args.continuity_thresholds_s if not (math.isfinite(t) and t > 0)]
+    if bad:  # nan passes every comparison: continuity 0% for perfect streams
+        parser.error(f"--continuity-thresholds-s: each must be a finite number > 0 (got {bad[0]})")
     try:
         paths = [*args.records, *search_records(args.search_manifests)]
         rows = points_rows(paths, args.continuity_thresholds_s, args.allow_incomplete)
