@@ -163,8 +163,12 @@ rule capacity:
 # The agent mode's table and figure, from the records of the protocol: websocket systems.
 rule agent_table:
     input:
+        # The closed-loop points; with repeats, each point's first round.
         expand(
-            f"{POINT}/records.jsonl", model=MODELS, system=AGENT_SYSTEMS, n=CONCURRENCY
+            f"{POINT}/{ROUNDS[0]}records.jsonl",
+            model=MODELS,
+            system=AGENT_SYSTEMS,
+            n=CONCURRENCY,
         ),
     output:
         table=report(

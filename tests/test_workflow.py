@@ -135,9 +135,25 @@ def test_repeats_and_request_rates_plan_rounds_and_rate_points(workflow):
     config = yaml.safe_load((workflow / "configs" / "embedded_tiny.yaml").read_text())
     config.update(repeats=2, request_rates=[0.5, 3], rate_requests=4)
     config["capacity"] = {"refine": True, "max_steps": 2}
+    config["systems"]["local-agent"] = {
+        "launcher": "local",
+        "use_deploy_file": True,
+        "protocol": "websocket",
+    }
     name = write_config(workflow, "rounds.yaml", config)
-    result = smk(workflow, "-n", "results/tables/capacity.md", "--configfile", name)
+    targets = ("results/tables/capacity.md", "results/tables/agent.md")
+    result = smk(workflow, "-n", *targets, "--configfile", name)
     assert result.returncode == 0, result.stderr[-3000:]
+    # agent.md reads each closed-loop point's first round.
+    agent = next(
+        body
+        for rule, body in re.findall(
+            r"^(?:local)?rule (\w+):\n(.*?)\n\n", result.stdout, re.M | re.S
+        )
+        if rule == "agent_table"
+    )
+    assert "results/runs/local-agent/piper-joe/c2/round1/records.jsonl" in agent
+    assert "round2" not in agent
     run = "results/runs/local/piper-joe"
     for point in ("c1", "c2", "r0.5", "r3"):
         for k in (1, 2):

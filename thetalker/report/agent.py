@@ -78,6 +78,8 @@ def _pace(record: Mapping[str, Any]) -> str:
 def load_point(path: str | Path) -> AgentPoint:
     path = Path(path)
     point = path.parent
+    if point.name.startswith("round") and point.name[5:].isdigit():  # a point's round (repeats)
+        point = point.parent
     if not point.name.startswith("c") or not point.name[1:].isdigit():
         raise RecordError(f"{path}: not under a c<N> point folder ({point.name})")
     records = list(read_records(path))
