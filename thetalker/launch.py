@@ -256,7 +256,7 @@ def _health_ok(base_url: str) -> bool:
         with _OPENER.open(base_url + "/health", timeout=2.0) as resp:
             return resp.status == 200
     except (urllib.error.URLError, OSError, ValueError):
-        # Refused: the port only opens once the model is loaded. 503: engine not ready.
+        # Refused: the port only opens once the model is loaded. 503: engine dead or absent.
         return False
 
 

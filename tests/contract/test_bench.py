@@ -271,11 +271,6 @@ def test_omnivoice_sse_answers_a_whole_audio_body(omnivoice, ref_clip, tmp_path)
     assert "audio/pcm" in error["message"] and len(error["message"]) < 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="vllm-omni-030.md #2: the project does not yet refuse SSE for OmniVoice before "
-    "sending (0.30.0 answers a whole audio body; every request becomes a content_type failure)",
-)
 def test_omnivoice_sse_is_refused_before_sending(omnivoice, tmp_path):
     result = thetalker_cli(
         "thetalker-bench", "--base-url", omnivoice.base_url, "--deploy", "omnivoice",
