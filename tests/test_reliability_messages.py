@@ -95,6 +95,13 @@ def test_a_404_names_the_url_tried(scripted_server: ScriptedServer, prompts: Pat
     assert "404" in done.stderr
 
 
+def test_a_voice_404_names_the_url_tried(scripted_server: ScriptedServer):
+    base = scripted_server.base_url + "/wrong/prefix"
+    done = _run("-m", "thetalker.voice_cli", "--base-url", base, "list")
+    assert done.returncode != 0 and "HTTP 404" in done.stderr
+    assert f"GET {base}/v1/audio/voices" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_a_wrong_explicit_sample_rate_is_checked_against_the_server(
     scripted_server: ScriptedServer, prompts: Path
 ):

@@ -132,7 +132,8 @@ async def _json_reply(resp: aiohttp.ClientResponse, what: str) -> Any:
         data = None
     if resp.status >= 400 or data is None:
         message = error_message(body, resp.status, resp.content_type)
-        raise SpeechApiError(f"{what}: HTTP {resp.status}: {message}", resp.status)
+        tried = f"{resp.method} {resp.url}"  # a 404 says little without the URL it answered
+        raise SpeechApiError(f"{what}: HTTP {resp.status}: {message} ({tried})", resp.status)
     if isinstance(data, dict) and data.get("success") is False:
         raise SpeechApiError(f"{what}: refused: {error_message(body, resp.status)}", resp.status)
     return data
