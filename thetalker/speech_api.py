@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from thetalker.api_key import auth_headers
 from thetalker.wavio import REFERENCE_CLIP_S, parse_wav_header
 
 __all__ = [
@@ -187,7 +188,8 @@ def register_voice_blocking(
 
     async def upload() -> dict[str, Any]:
         timeout = aiohttp.ClientTimeout(total=timeout_s)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        # A server started with an API key: the key from its variable (thetalker.api_key).
+        async with aiohttp.ClientSession(timeout=timeout, headers=auth_headers()) as session:
             return await register_voice(session, base_url, name, audio_path, ref_text, consent)
 
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="voice") as pool:

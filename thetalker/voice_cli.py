@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 
 import aiohttp
 
+from thetalker.api_key import auth_headers
 from thetalker.speech_api import (
     DEFAULT_CONSENT,
     SpeechApiError,
@@ -95,7 +96,8 @@ def _resolve_command(parser: argparse.ArgumentParser, args: argparse.Namespace) 
 
 async def _run(args: argparse.Namespace, base_url: str) -> Any:
     timeout = aiohttp.ClientTimeout(total=args.timeout)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    # A server started with an API key: the key from its variable (thetalker.api_key).
+    async with aiohttp.ClientSession(timeout=timeout, headers=auth_headers()) as session:
         if args.command == "register":
             return await register_voice(
                 session, base_url, args.name, args.audio, args.ref_text, args.consent

@@ -96,6 +96,12 @@ def validate_options(opts: BenchOptions) -> None:
     def bad(name: str, why: str) -> None:
         raise OptionsError(f"{name}: {why}")
 
+    from thetalker.api_key import ApiKeyError, api_key_from_env
+
+    try:
+        api_key_from_env(opts.api_key_env)
+    except ApiKeyError as exc:
+        bad("api_key_env", str(exc))
     if opts.concurrency < 1:
         bad("concurrency", f"must be at least 1 (got {opts.concurrency})")
     if opts.requests < 1:

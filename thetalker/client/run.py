@@ -36,6 +36,7 @@ from thetalker.client.sinks import open_sink
 from thetalker.client.summary import point_summary
 from thetalker.client.websocket import WsSender
 from thetalker.client.workers import run_workers
+from thetalker.fdlimit import FdLimitError, ensure_fd_limit
 from thetalker.prompts import Prompt, ordered_prompts
 from thetalker.records import write_json
 from thetalker.speech_api import SpeechApiError, normalize_base_url, register_voice
@@ -60,6 +61,10 @@ async def arun_benchmark(
     as `cancelled`, a summary with `complete: false` is written, and CancelledError goes on.
     """
     validate_options(opts)
+    try:  # a descriptor per stream, or refused before anything is sent (thetalker.fdlimit)
+        ensure_fd_limit(opts.concurrency)
+    except FdLimitError as exc:
+        raise OptionsError(f"concurrency: {exc}") from None
     if not prompts:
         raise OptionsError("prompts: no prompts given")
     interval_s = getattr(progress, "interval_s", DEFAULT_INTERVAL_S)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import aiohttp
 
+from thetalker.api_key import auth_headers
 from thetalker.client.body import BodyEncoder
 from thetalker.client.options import BenchOptions
 from thetalker.client.receive import _connect_trace, _Exchange, _receive
@@ -27,6 +28,7 @@ def open_session(opts: BenchOptions, streams: int) -> aiohttp.ClientSession:
     # Open loop sends on schedule: a pool limit would queue requests and hide the lag.
     limit = 0 if opts.request_rate is not None else streams
     return aiohttp.ClientSession(
+        headers=auth_headers(opts.api_key_env),  # Authorization: Bearer, when a key is set
         connector=aiohttp.TCPConnector(limit=limit),
         trace_configs=[_connect_trace()],
         timeout=aiohttp.ClientTimeout(total=None),  # per request, by asyncio.timeout

@@ -13,15 +13,18 @@ import aiohttp
 from thetalker import metrics
 from thetalker.client.options import BenchOptions
 from thetalker.records import SCHEMA_VERSION
+from thetalker.redact import redact_url
 
 __all__ = ["point_summary", "options_dict"]
 
 
 def options_dict(opts: BenchOptions) -> dict[str, Any]:
-    return {
+    options = {
         k: (os.fspath(v) if isinstance(v, os.PathLike) else v)
         for k, v in dataclasses.asdict(opts).items()
     }
+    options["base_url"] = redact_url(options["base_url"])  # http://user:pw@host: no pw
+    return options
 
 
 def point_summary(
