@@ -7,8 +7,8 @@
 #   examples/serve.sh piper-joe 8091              # the embedded CPU default
 #
 # NAME is a deploy name or alias (`thetalker-deploy` lists them). The script resolves the
-# deploy file and the checkpoint with `thetalker-deploy`, sets THESTAGE_VLLM_OMNI=0 (keeps an
-# installed thestage-vllm-omni library out: the "vllm-omni" column), gives MOSS-TTS the long
+# deploy file and the checkpoint with `thetalker-deploy`, sets THESTAGE_VLLM_OMNI=0 (the "vllm-omni"
+# column's marker; neither vllm nor vllm-omni reads it: only the thestage library can honour it), gives MOSS-TTS the long
 # first-start timeouts, and with MPS=1 starts an MPS daemon before the server and stops it
 # after. piper-joe starts thetalker-serve-local instead of vllm-omni.
 #
