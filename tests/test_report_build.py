@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.test_workflow_quality import ROOT, embedded_quality_run, run_smk
+from tests.test_workflow_quality import ROOT, embedded_quality_run, run_smk, tiny_quality_config
 
 # Caption files whose text must be in the report: what each table and figure shows.
 CAPTIONS = (
@@ -66,14 +66,13 @@ def test_provenance_table_has_one_row_per_speed_point(tmp_path_factory):
     workdir, _ = embedded_quality_run(tmp_path_factory)
     table = (workdir / "results/tables/provenance.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| local")]
-    assert len(rows) == 4  # 2 systems x concurrency 1, 2
+    # Every system of the default config x concurrency 1, 2 (a grid of two adjacent points:
+    # the capacity search adds none).
+    systems = list(tiny_quality_config()["systems"])
+    assert {"local", "local-stock"} <= set(systems)
+    assert len(rows) == 2 * len(systems)
     copies = sorted(p.name for p in (workdir / "results/provenance").glob("*.json"))
-    assert copies == [
-        "local-stock_piper-joe_c1.json",
-        "local-stock_piper-joe_c2.json",
-        "local_piper-joe_c1.json",
-        "local_piper-joe_c2.json",
-    ]
+    assert copies == sorted(f"{s}_piper-joe_c{n}.json" for s in systems for n in (1, 2))
     original = workdir / "results/runs/local/piper-joe/c2/provenance.json"
     assert (workdir / "results/provenance/local_piper-joe_c2.json").read_text() == (
         original.read_text()
