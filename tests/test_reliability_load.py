@@ -81,4 +81,5 @@ def test_1024_concurrent_streams_no_errors_no_leaks(tmp_path: Path):
     assert summary["max_in_flight"] == STREAMS
     assert all(r["chunk_bytes"] == [4800, 4800] for r in records)
     print(f"\n1024 streams: window {summary.get('window_s')} s, fds {before} -> {after}")
-    assert after == before, f"descriptors leaked: {before} -> {after}"
+    # No growth: descriptors the warm-up run still held may close meanwhile (fewer is fine).
+    assert all(after[k] <= before[k] for k in before), f"descriptors leaked: {before} -> {after}"
