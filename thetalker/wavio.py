@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ __all__ = [
     "STREAMING_SIZE",
     "WavError",
     "WavInfo",
+    "iter_wav_chunks",
     "parse_wav_header",
     "build_wav_header",
     "wav_bytes",
@@ -48,6 +50,20 @@ class WavInfo:
     data_bytes: int | None  # None when the header says "unknown" (streaming)
 
 
+def iter_wav_chunks(buf: bytes) -> Iterator[tuple[bytes, int, int]]:
+    """(chunk id, offset of its body, its size) for each chunk of a RIFF/WAVE buffer after
+    the 12-byte RIFF header, in order; stops at a streamed (unknown) size or the buffer's
+    end. The one chunk walker of the project: the header parser and the server's voice
+    upload check both use it."""
+    pos = 12
+    while pos + 8 <= len(buf):
+        (size,) = struct.unpack_from("<I", buf, pos + 4)
+        yield buf[pos : pos + 4], pos + 8, size
+        if size == STREAMING_SIZE:
+            return
+        pos += 8 + size + (size & 1)  # chunks are word aligned
+
+
 def parse_wav_header(buf: bytes, source: str = "wav") -> WavInfo:
     """Read the format and the position of the data from a RIFF/WAVE buffer.
 
@@ -56,12 +72,8 @@ def parse_wav_header(buf: bytes, source: str = "wav") -> WavInfo:
     """
     if len(buf) < 12 or buf[:4] != b"RIFF" or buf[8:12] != b"WAVE":
         raise WavError(f"{source}: not a RIFF/WAVE header")
-    pos = 12
     fmt: tuple[int, int, int, int] | None = None
-    while pos + 8 <= len(buf):
-        chunk_id = buf[pos : pos + 4]
-        (size,) = struct.unpack_from("<I", buf, pos + 4)
-        body = pos + 8
+    for chunk_id, body, size in iter_wav_chunks(buf):
         if chunk_id == b"fmt ":
             if size < 16 or body + 16 > len(buf):
                 raise WavError(f"{source}: fmt chunk too short")
@@ -80,9 +92,6 @@ def parse_wav_header(buf: bytes, source: str = "wav") -> WavInfo:
                 raise WavError(f"{source}: bad format ({bits} bits per sample)")
             data_bytes = None if size in (STREAMING_SIZE, 0x7FFFFFFF) else size
             return WavInfo(rate, channels, bits, body, data_bytes)
-        if size == STREAMING_SIZE:
-            break
-        pos = body + size + (size & 1)  # chunks are word aligned
     raise WavError(f"{source}: no data chunk in the header")
 
 

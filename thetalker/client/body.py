@@ -7,7 +7,32 @@ from typing import Any
 
 from thetalker.client.options import BenchOptions
 
-__all__ = ["build_request_body", "BodyEncoder"]
+__all__ = ["build_request_body", "BodyEncoder", "voice_fields"]
+
+
+def voice_fields(opts: BenchOptions, ref_audio_uri: str | None, speaker_key: str) -> dict[str, Any]:
+    """What says who speaks and how, shared by the HTTP body and the WebSocket's
+    `session.config`: task, model, language, then one voice source (an uploaded voice, the
+    inline reference clip for Base, else the built-in speaker under `speaker_key`)."""
+    fields: dict[str, Any] = {"task_type": opts.task_type}
+    if opts.model:
+        fields["model"] = opts.model
+    if opts.language:
+        fields["language"] = opts.language
+    voice = opts.register_voice or opts.voice
+    if voice:
+        fields["voice"] = voice
+    elif opts.task_type == "Base" and ref_audio_uri:
+        fields["ref_audio"] = ref_audio_uri
+        if opts.ref_text:
+            fields["ref_text"] = opts.ref_text
+    elif opts.speaker:
+        fields[speaker_key] = opts.speaker
+    if opts.instructions:
+        fields["instructions"] = opts.instructions
+    if opts.max_new_tokens is not None:
+        fields["max_new_tokens"] = opts.max_new_tokens
+    return fields
 
 
 def build_request_body(
@@ -15,24 +40,7 @@ def build_request_body(
 ) -> dict[str, Any]:
     """The JSON body of one streamed request (speech-api.md). `ref_audio_uri` is the data
     URI of `opts.ref_audio`, passed in so the file is read once per run."""
-    body: dict[str, Any] = {"input": text, "task_type": opts.task_type}
-    if opts.model:
-        body["model"] = opts.model
-    if opts.language:
-        body["language"] = opts.language
-    voice = opts.register_voice or opts.voice
-    if voice:
-        body["voice"] = voice
-    elif opts.task_type == "Base" and ref_audio_uri:
-        body["ref_audio"] = ref_audio_uri
-        if opts.ref_text:
-            body["ref_text"] = opts.ref_text
-    elif opts.speaker:
-        body["speaker"] = opts.speaker
-    if opts.instructions:
-        body["instructions"] = opts.instructions
-    if opts.max_new_tokens is not None:
-        body["max_new_tokens"] = opts.max_new_tokens
+    body: dict[str, Any] = {"input": text, **voice_fields(opts, ref_audio_uri, "speaker")}
     # `stream: true` alone means SSE on recent servers: always say which stream is wanted.
     body["stream"] = True
     body["stream_format"] = opts.stream_format

@@ -98,24 +98,15 @@ def build_record(ctx: RunContext, ex: _Exchange) -> Record:
             failure = ("odd_bytes", f"{len(pcm)} audio bytes: a half sample at the end")
     t_send = ex.t_send if ex.t_send is not None else ctx.t_origin
     arrivals = [t - t_send for t in abs_arrivals]
-    figures = RequestFigures.from_metrics(
-        metrics.request_figures(
-            arrivals, sizes, pcm[: len(pcm) - len(pcm) % 2], rate, opts.threshold_s
-        )
-    )
     ok = failure is None
-    if not ok:  # a player could not play a failed request
-        figures = dataclasses.replace(figures, continuity_ok=False)
+    usable = pcm[: len(pcm) - len(pcm) % 2]
+    figures = figures_of(arrivals, sizes, usable, rate, opts.threshold_s, ok)
     trace = ex.trace
     if "connect_end" in trace and "connect_start" in trace:
         t_connect: float | None = trace["connect_end"] - trace["connect_start"]
     else:
         t_connect = 0.0 if trace.get("reused") else None
-    audio_path = None
-    wanted = ctx.save_below_index is None or ex.request_index < ctx.save_below_index
-    if ok and not ex.warmup and ctx.save_dir is not None and wanted:
-        path = write_wav(audio_file(ctx, ex), pcm, rate)
-        audio_path = display_path(path, ctx.out_dir)
+    audio_path = saved_audio(ctx, ex, ok, pcm, rate)
     return Record(
         request_index=ex.request_index,
         sample_id=ex.prompt.sample_id,
@@ -129,22 +120,32 @@ def build_record(ctx: RunContext, ex: _Exchange) -> Record:
         schedule_lag_s=(t_send - ex.scheduled) if ex.scheduled is not None else None,
         t_connect_s=t_connect,
         connection_reused=bool(trace.get("reused")),
-        ttfa_s=figures.ttfa_s,
-        leading_silence_s=figures.leading_silence_s,
-        ttfa_audible_s=figures.ttfa_audible_s,
-        ttfa_audible_naive_s=figures.ttfa_audible_naive_s,
         wall_s=(ex.t_end or t_send) - t_send,
         chunk_arrival_s=arrivals,
         chunk_bytes=sizes,
-        audio_s=figures.audio_s,
         sample_rate=rate,
-        max_underrun_s=figures.max_underrun_s,
-        underrun_events=figures.underrun_events,
-        continuity_ok=figures.continuity_ok,
-        stalls=figures.stalls,
-        stall_s=figures.stall_s,
+        **dataclasses.asdict(figures),
         audio_path=audio_path,
     )
+
+
+def figures_of(
+    arrivals: list[float], sizes: list[int], pcm: bytes, rate: int, threshold_s: float, ok: bool
+) -> RequestFigures:
+    """The per-request figures of a timeline (thetalker.metrics); a failed request is never
+    continuous, since a player could not have played it."""
+    figures = RequestFigures.from_metrics(
+        metrics.request_figures(arrivals, sizes, pcm, rate, threshold_s)
+    )
+    return figures if ok else dataclasses.replace(figures, continuity_ok=False)
+
+
+def saved_audio(ctx: RunContext, ex: _Exchange, ok: bool, pcm: bytes, rate: int) -> str | None:
+    """Write a scored, successful request's audio when the run saves it; its shown path."""
+    wanted = ctx.save_below_index is None or ex.request_index < ctx.save_below_index
+    if not (ok and not ex.warmup and ctx.save_dir is not None and wanted):
+        return None
+    return display_path(write_wav(audio_file(ctx, ex), pcm, rate), ctx.out_dir)
 
 
 def display_path(path: Path, out_dir: Path) -> str:

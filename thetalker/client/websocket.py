@@ -27,6 +27,7 @@ from typing import Any
 
 import aiohttp
 
+from thetalker.client.body import voice_fields
 from thetalker.client.options import BenchOptions
 from thetalker.client.pacing import load_trace, piece_offsets, text_pieces, words_per_s
 from thetalker.client.receive import _describe
@@ -86,24 +87,8 @@ class WsExchange:
 def session_config(opts: BenchOptions, ref_audio_uri: str | None = None) -> dict[str, Any]:
     """The `session.config` message (0.30.0's `StreamingSpeechSessionConfig`): PCM streamed
     as it is made (`stream_audio`), at speed 1.0 (the only speed it streams at)."""
-    msg: dict[str, Any] = {"type": "session.config", "task_type": opts.task_type}
-    if opts.model:
-        msg["model"] = opts.model
-    if opts.language:
-        msg["language"] = opts.language
-    voice = opts.register_voice or opts.voice
-    if voice:
-        msg["voice"] = voice
-    elif opts.task_type == "Base" and ref_audio_uri:
-        msg["ref_audio"] = ref_audio_uri
-        if opts.ref_text:
-            msg["ref_text"] = opts.ref_text
-    elif opts.speaker:
-        msg["voice"] = opts.speaker
-    if opts.instructions:
-        msg["instructions"] = opts.instructions
-    if opts.max_new_tokens is not None:
-        msg["max_new_tokens"] = opts.max_new_tokens
+    # The session has no `speaker` field: a built-in speaker goes as `voice`.
+    msg: dict[str, Any] = {"type": "session.config", **voice_fields(opts, ref_audio_uri, "voice")}
     msg["response_format"] = "pcm"
     msg["stream_audio"] = True
     msg["split_granularity"] = opts.split_granularity

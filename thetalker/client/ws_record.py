@@ -15,10 +15,9 @@ import json
 from typing import Any
 
 from thetalker import metrics
-from thetalker.client.record import RunContext, audio_file, display_path
+from thetalker.client.record import RunContext, figures_of, saved_audio
 from thetalker.client.websocket import WsExchange
-from thetalker.records import Record, RequestFigures, error_info
-from thetalker.wavio import write_wav
+from thetalker.records import Record, error_info
 
 __all__ = ["build_ws_record", "parse_events", "sentence_units"]
 
@@ -96,9 +95,8 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
     failure = _failure(ex, events, len(pcm))
     arrivals = [t - t_send for t in ex.times]
     usable = pcm[: len(pcm) - len(pcm) % 2]
-    figures = RequestFigures.from_metrics(
-        metrics.request_figures(arrivals, sizes, usable, rate, opts.threshold_s)
-    )
+    ok = failure is None
+    figures = figures_of(arrivals, sizes, usable, rate, opts.threshold_s, ok)
     text_s = [t - t_send for t in ex.text_times]
     done_s = ex.t_input_done - t_send if ex.t_input_done is not None else None
     agent = metrics.agent_figures(
@@ -110,14 +108,7 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
         sentence_units(events, ex.prompt.text),
         rate,
     )
-    ok = failure is None
-    if not ok:  # a player could not play a failed session
-        figures = dataclasses.replace(figures, continuity_ok=False)
-    audio_path = None
-    wanted = ctx.save_below_index is None or ex.request_index < ctx.save_below_index
-    if ok and not ex.warmup and ctx.save_dir is not None and wanted:
-        path = write_wav(audio_file(ctx, ex), usable, rate)  # type: ignore[arg-type]
-        audio_path = display_path(path, ctx.out_dir)
+    audio_path = saved_audio(ctx, ex, ok, usable, rate)  # type: ignore[arg-type]
     return Record(
         request_index=ex.request_index,
         sample_id=ex.prompt.sample_id,
@@ -131,20 +122,11 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
         schedule_lag_s=(t_send - ex.scheduled) if ex.scheduled is not None else None,
         t_connect_s=(ex.t_open - t_send) if ex.t_open is not None else None,
         connection_reused=False,
-        ttfa_s=figures.ttfa_s,
-        leading_silence_s=figures.leading_silence_s,
-        ttfa_audible_s=figures.ttfa_audible_s,
-        ttfa_audible_naive_s=figures.ttfa_audible_naive_s,
         wall_s=(ex.t_end or t_send) - t_send,
         chunk_arrival_s=arrivals,
         chunk_bytes=sizes,
-        audio_s=figures.audio_s,
         sample_rate=rate,
-        max_underrun_s=figures.max_underrun_s,
-        underrun_events=figures.underrun_events,
-        continuity_ok=figures.continuity_ok,
-        stalls=figures.stalls,
-        stall_s=figures.stall_s,
+        **dataclasses.asdict(figures),
         audio_path=audio_path,
         protocol="websocket",
         split_granularity=opts.split_granularity,

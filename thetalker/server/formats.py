@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import struct
 
-from thetalker.wavio import STREAMING_SIZE, build_wav_header, wav_bytes
+from thetalker.wavio import STREAMING_SIZE, build_wav_header, iter_wav_chunks, wav_bytes
 
 __all__ = [
     "STREAMING_SIZE",
@@ -56,13 +56,9 @@ def wav_duration_s(data: bytes) -> float:
     """Duration of a RIFF/WAVE file from its `fmt ` and `data` chunks (any PCM/float layout)."""
     if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
         raise AudioFormatError("not a WAV file (no RIFF/WAVE header)")
-    pos = 12
     byte_rate = None
     data_size = None
-    while pos + 8 <= len(data):
-        chunk_id = data[pos : pos + 4]
-        (size,) = struct.unpack_from("<I", data, pos + 4)
-        body = pos + 8
+    for chunk_id, body, size in iter_wav_chunks(data):
         if chunk_id == b"fmt ":
             if size < 16 or body + 16 > len(data):
                 raise AudioFormatError("WAV fmt chunk too short")
@@ -76,7 +72,6 @@ def wav_duration_s(data: bytes) -> float:
             # A streamed header says 0xFFFFFFFF: the real size is what is there.
             data_size = min(size, len(data) - body)
             break
-        pos = body + size + (size & 1)
     if byte_rate is None:
         raise AudioFormatError("WAV file has no fmt chunk")
     if data_size is None:
