@@ -7,6 +7,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from thetalker import metrics
 from thetalker.client.decode import server_chunks, sse_chunks, strip_wav_header
@@ -108,11 +109,7 @@ def build_record(ctx: RunContext, ex: _Exchange) -> Record:
         t_connect = 0.0 if trace.get("reused") else None
     audio_path = saved_audio(ctx, ex, ok, pcm, rate)
     return Record(
-        request_index=ex.request_index,
-        sample_id=ex.prompt.sample_id,
-        text=ex.prompt.text,
-        text_chars=len(ex.prompt.text),
-        warmup=ex.warmup,
+        **identity_fields(ex),
         ok=ok,
         error=None if failure is None else error_info(failure[0], failure[1], status),
         http_status=status,
@@ -127,6 +124,17 @@ def build_record(ctx: RunContext, ex: _Exchange) -> Record:
         **dataclasses.asdict(figures),
         audio_path=audio_path,
     )
+
+
+def identity_fields(ex: Any) -> dict[str, Any]:
+    """Which request a record is: the fields every record starts with, HTTP or WebSocket."""
+    return {
+        "request_index": ex.request_index,
+        "sample_id": ex.prompt.sample_id,
+        "text": ex.prompt.text,
+        "text_chars": len(ex.prompt.text),
+        "warmup": ex.warmup,
+    }
 
 
 def figures_of(

@@ -8,7 +8,8 @@ run's record sink, also when the run is cancelled mid-request (recorded as `canc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aiohttp
 
@@ -20,7 +21,7 @@ from thetalker.client.schedule import Item
 from thetalker.client.sinks import RecordSink
 from thetalker.speech_api import speech_url
 
-__all__ = ["open_session", "Sender"]
+__all__ = ["open_session", "InFlight", "Sender"]
 
 
 def open_session(opts: BenchOptions, streams: int) -> aiohttp.ClientSession:
@@ -35,7 +36,35 @@ def open_session(opts: BenchOptions, streams: int) -> aiohttp.ClientSession:
     )
 
 
-class Sender:
+class InFlight:
+    """The streams in flight (and their peak) around each exchange a sender runs; every
+    exchange reaches the sink, a cancelled one marked `cancelled`. Shared by the HTTP and the
+    WebSocket senders."""
+
+    _sink: RecordSink
+    _on_done: Callable[[Any], None] | None
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    async def _track(self, ex: Any, exchange: Awaitable[None], what: str) -> None:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await exchange
+        except asyncio.CancelledError:
+            ex.failure = ("cancelled", f"the run stopped before this {what} finished")
+            self._sink.put(ex)
+            raise
+        finally:
+            self.in_flight -= 1
+        self._sink.put(ex)
+        if self._on_done is not None:
+            self._on_done(ex)
+
+
+class Sender(InFlight):
     """`await sender(item, scheduled)` sends one request; counts what is in flight."""
 
     def __init__(
@@ -53,23 +82,11 @@ class Sender:
         self._encoder = encoder
         self._sink = sink
         self._on_done = on_done
-        self.in_flight = 0
-        self.max_in_flight = 0
+        super().__init__()
 
     async def __call__(self, item: Item, scheduled: float | None) -> None:
         index, prompt, warmup = item
         ex = _Exchange(index, prompt, warmup, scheduled)
         body = self._encoder.encode(prompt.text)
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            await _receive(self._session, self._url, body, self._timeout_s, self._sse, ex)
-        except asyncio.CancelledError:
-            ex.failure = ("cancelled", "the run stopped before this request finished")
-            self._sink.put(ex)
-            raise
-        finally:
-            self.in_flight -= 1
-        self._sink.put(ex)
-        if self._on_done is not None:
-            self._on_done(ex)
+        receive = _receive(self._session, self._url, body, self._timeout_s, self._sse, ex)
+        await self._track(ex, receive, "request")

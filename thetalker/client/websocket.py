@@ -32,6 +32,7 @@ from thetalker.client.options import BenchOptions
 from thetalker.client.pacing import load_trace, piece_offsets, text_pieces, words_per_s
 from thetalker.client.receive import _describe
 from thetalker.client.schedule import Item
+from thetalker.client.sender import InFlight
 from thetalker.client.sinks import RecordSink
 from thetalker.prompts import Prompt
 from thetalker.speech_api import normalize_base_url
@@ -246,7 +247,7 @@ async def run_session(
                 await sender
 
 
-class WsSender:
+class WsSender(InFlight):
     """`await sender(item, scheduled)` runs one session; the same interface as the HTTP
     path's `Sender`, so both schedules (closed and open loop) and the workers use it."""
 
@@ -266,25 +267,13 @@ class WsSender:
         self._plan = plan or TextPlan.for_run(opts)
         self._sink = sink
         self._on_done = on_done
-        self.in_flight = 0
-        self.max_in_flight = 0
+        super().__init__()
 
     async def __call__(self, item: Item, scheduled: float | None) -> None:
         index, prompt, warmup = item
         ex = WsExchange(index, prompt, warmup, scheduled)
         pieces, offsets = self._plan.pieces(prompt.text, index)
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            await run_session(
-                self._session, self._url, self._config, pieces, offsets, self._timeout_s, ex
-            )
-        except asyncio.CancelledError:
-            ex.failure = ("cancelled", "the run stopped before this session finished")
-            self._sink.put(ex)  # type: ignore[arg-type]
-            raise
-        finally:
-            self.in_flight -= 1
-        self._sink.put(ex)  # type: ignore[arg-type]
-        if self._on_done is not None:
-            self._on_done(ex)
+        session = run_session(
+            self._session, self._url, self._config, pieces, offsets, self._timeout_s, ex
+        )
+        await self._track(ex, session, "session")

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from thetalker import metrics
-from thetalker.client.record import RunContext, figures_of, saved_audio
+from thetalker.client.record import RunContext, figures_of, identity_fields, saved_audio
 from thetalker.client.websocket import WsExchange
 from thetalker.records import Record, error_info
 
@@ -110,11 +110,7 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
     )
     audio_path = saved_audio(ctx, ex, ok, usable, rate)  # type: ignore[arg-type]
     return Record(
-        request_index=ex.request_index,
-        sample_id=ex.prompt.sample_id,
-        text=ex.prompt.text,
-        text_chars=len(ex.prompt.text),
-        warmup=ex.warmup,
+        **identity_fields(ex),
         ok=ok,
         error=None if failure is None else error_info(failure[0], failure[1], ex.status),
         http_status=ex.status,
