@@ -11,6 +11,7 @@ or a value of the wrong type or range, is a one-line `DeployConfigError` naming 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,15 @@ def _words(path: Path, key: str, value: Any, low: int) -> int | None:
     return value
 
 
+def _refuse_unknown_keys(path: Path, mapping: dict, known: Sequence[str], prefix: str) -> None:
+    """A misspelled key would silently run the default: name it and what is known."""
+    for key in mapping:
+        if key not in known:
+            raise DeployConfigError(
+                f"{path}: unknown key '{prefix}{key}' (expected one of {', '.join(known)})"
+            )
+
+
 def load_deploy_config(path: str | Path) -> dict[str, Any]:
     """Read and validate a deploy file; returns every key of `STOCK` plus `synthesis`
     (None where the file leaves a key out)."""
@@ -93,20 +103,11 @@ def load_deploy_config(path: str | Path) -> dict[str, Any]:
         data = {}
     if not isinstance(data, dict):
         raise DeployConfigError(f"{path}: a deploy file must be a mapping of keys to values")
-    for key in data:
-        if key not in TOP_KEYS:
-            raise DeployConfigError(
-                f"{path}: unknown key '{key}' (expected one of {', '.join(TOP_KEYS)})"
-            )
+    _refuse_unknown_keys(path, data, TOP_KEYS, "")
     synthesis = data.get("synthesis") or {}
     if not isinstance(synthesis, dict):
         raise DeployConfigError(f"{path}: 'synthesis' must be a mapping")
-    for key in synthesis:
-        if key not in SYNTHESIS_KEYS:
-            raise DeployConfigError(
-                f"{path}: unknown key 'synthesis.{key}' (expected one of "
-                f"{', '.join(SYNTHESIS_KEYS)})"
-            )
+    _refuse_unknown_keys(path, synthesis, SYNTHESIS_KEYS, "synthesis.")
     policy = data.get("scheduling_policy")
     if policy is not None and policy not in POLICIES:
         raise DeployConfigError(
