@@ -176,7 +176,11 @@ rule agent_table:
             category="Tables",
             caption="../report/agent_table.rst",
         ),
-        csv="results/tables/agent.csv",
+        csv=report(
+            "results/tables/agent.csv",
+            category="Tables",
+            caption="../report/agent_csv.rst",
+        ),
         figure=report(
             "results/figures/agent.png",
             category="Figures",
