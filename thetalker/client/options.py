@@ -133,8 +133,7 @@ def validate_options(opts: BenchOptions) -> None:
     if given and expected and given != expected:  # refused before anything is sent
         bad(
             "sample_rate",
-            f"{given} Hz given, but {expected} Hz expected "
-            "(--expected-sample-rate or the --deploy name's model)",
+            f"{given} Hz given, but expected_sample_rate is {expected} Hz",
         )
     if not (math.isfinite(opts.threshold_s) and opts.threshold_s > 0):
         bad("threshold_s", f"must be a finite number of seconds > 0 (got {opts.threshold_s})")

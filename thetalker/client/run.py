@@ -186,7 +186,7 @@ async def _check_explicit_rate(
     if served != opts.sample_rate:
         raise SampleRateError(
             f"sample_rate: {opts.sample_rate} Hz given, but the server streams {served} Hz "
-            f"(its wav header); give --sample-rate {served} or leave it out"
+            f"(its wav header); set sample_rate to {served} or leave it unset"
         )
 
 
