@@ -145,7 +145,7 @@ async def stream_speech(
 def describe_playback(result: StreamResult, out: Path, threshold_s: float) -> list[str]:
     """What a listener would have heard, as printable lines (figures from metrics)."""
     assert result.sample_rate is not None
-    figures = metrics.request_figures(
+    figures = metrics.request_metrics(
         result.chunk_arrival_s, result.chunk_bytes, result.pcm, result.sample_rate, threshold_s
     )
     arrivals = result.chunk_arrival_s

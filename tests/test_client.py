@@ -89,7 +89,7 @@ def test_figures_of_a_stalled_stream(scripted_server: ScriptedServer, tmp_path: 
     assert rec["stall_s"] == pytest.approx(0.4, abs=TOL_S)
     # the record's figures are exactly metrics' figures of its own timeline
     pcm = pcm_for(Script(chunks=((0.0, 4800), (0.5, 4800))), 24000)
-    again = metrics.request_figures(rec["chunk_arrival_s"], rec["chunk_bytes"], pcm, 24000)
+    again = metrics.request_metrics(rec["chunk_arrival_s"], rec["chunk_bytes"], pcm, 24000)
     assert {k: rec[k] for k in again} == again
 
 
@@ -401,7 +401,7 @@ def test_the_fields_written_are_the_fields_declared(
     assert set(RECORD_FIELDS) < set(ALL_RECORD_FIELDS)  # the required ones are among them
     assert set(summary) == set(SUMMARY_FIELDS) | set(OPTIONAL_SUMMARY_FIELDS)
     assert read_json(out / "summary.json") == summary
-    # each line is a Record, and its figures are metrics.request_figures' names
+    # each line is a Record, and its figures are metrics.request_metrics' names
     assert [Record(**r).to_json() for r in records] == records
-    figures = metrics.request_figures([0.1], [4800], b"\0\0" * 2400, 24000)
+    figures = metrics.request_metrics([0.1], [4800], b"\0\0" * 2400, 24000)
     assert set(figures) == {f.name for f in dataclasses.fields(RequestFigures)}

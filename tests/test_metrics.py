@@ -24,7 +24,7 @@ from thetalker.metrics import (
     point_cost,
     point_intervals,
     repeats_interval,
-    request_figures,
+    request_metrics,
     rtfx_bootstrap,
     rtfx_interval,
     rtfx_ratio_interval,
@@ -164,7 +164,7 @@ def test_audible_onset_plays_later_when_player_stalled_first():
     silence = np.zeros(int(0.1 * RATE), np.int16)
     tone = _tone(0.5)
     pcm = np.concatenate([silence, tone])
-    figs = request_figures([0.2, 0.6], [silence.nbytes, tone.nbytes], pcm, RATE)
+    figs = request_metrics([0.2, 0.6], [silence.nbytes, tone.nbytes], pcm, RATE)
     assert figs["ttfa_s"] == pytest.approx(0.2)
     assert figs["leading_silence_s"] == pytest.approx(0.1, abs=0.005)
     assert figs["ttfa_audible_naive_s"] == pytest.approx(0.3, abs=0.005)
@@ -174,7 +174,7 @@ def test_audible_onset_plays_later_when_player_stalled_first():
 
 def test_audible_equals_naive_sum_when_nothing_stalls():
     pcm = np.concatenate([np.zeros(int(0.25 * RATE), np.int16), _tone(0.5)])
-    figs = request_figures([0.08], [pcm.nbytes], pcm, RATE)
+    figs = request_metrics([0.08], [pcm.nbytes], pcm, RATE)
     assert figs["ttfa_audible_s"] == pytest.approx(figs["ttfa_audible_naive_s"])
     assert figs["ttfa_audible_s"] == pytest.approx(0.33, abs=0.005)
 
@@ -184,14 +184,14 @@ def test_playback_time_beyond_audio_is_none():
     assert playback_time_s([], [], 0.0, RATE) is None
 
 
-def test_request_figures_of_an_empty_stream():
-    figs = request_figures([], [], b"", RATE)
+def test_request_metrics_of_an_empty_stream():
+    figs = request_metrics([], [], b"", RATE)
     assert figs["ttfa_s"] is None and figs["ttfa_audible_s"] is None
     assert figs["audio_s"] == 0.0 and figs["continuity_ok"] is False
 
 
 def test_audio_seconds_from_bytes_and_rate():
-    figs = request_figures([0.1, 0.2], [22050, 22050], np.zeros(22050, np.int16), 22050)
+    figs = request_metrics([0.1, 0.2], [22050, 22050], np.zeros(22050, np.int16), 22050)
     # 44100 B at 22050 Hz mono s16le (44100 B/s) is one second
     assert figs["audio_s"] == pytest.approx(1.0)
 

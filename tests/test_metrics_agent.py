@@ -37,7 +37,7 @@ def test_first_audio_lag_and_stalls_with_a_gap_between_sentences() -> None:
     # The player ran dry at 0.7 and started sentence 2 when it came: heard = received.
     assert fig["sentence_heard_lag_s"] == pytest.approx([0.4, 0.6])
     # Continuity from the first frame, the one implementation: one stall of 0.2 s.
-    whole = metrics.request_figures(arrivals, sizes, b"\x00\x00" * 9600, 24000)
+    whole = metrics.request_metrics(arrivals, sizes, b"\x00\x00" * 9600, 24000)
     assert whole["stalls"] == 1 and whole["stall_s"] == pytest.approx(0.2)
     assert whole["max_underrun_s"] == pytest.approx(0.2)
 

@@ -11,7 +11,7 @@ from thetalker.metrics import (
     compute_continuity_stats,
     compute_stalls,
     percentile_interval,
-    request_figures,
+    request_metrics,
     rtfx_bootstrap,
     wilson_pct,
 )
@@ -63,14 +63,14 @@ def test_max_underrun_is_the_smallest_prebuffer_that_avoids_every_underrun(tl):
 def test_chunk_order_and_split_do_not_change_audio_seconds(tl, rnd):
     arrivals, nbytes = tl
     pcm = np.zeros(sum(nbytes) // 2, np.int16)
-    base = request_figures(arrivals, nbytes, pcm, RATE)["audio_s"]
+    base = request_metrics(arrivals, nbytes, pcm, RATE)["audio_s"]
     shuffled = list(nbytes)
     rnd.shuffle(shuffled)
     # split every chunk in two pieces arriving together (a sample may straddle them)
     split_t = [t for t in arrivals for _ in range(2)]
     split_b = [part for b in nbytes for part in (b // 2 + 1, b - b // 2 - 1)]
-    assert request_figures(arrivals, shuffled, pcm, RATE)["audio_s"] == base
-    assert request_figures(split_t, split_b, pcm, RATE)["audio_s"] == base
+    assert request_metrics(arrivals, shuffled, pcm, RATE)["audio_s"] == base
+    assert request_metrics(split_t, split_b, pcm, RATE)["audio_s"] == base
     assert base == sum(nbytes) / BPS
 
 
@@ -82,7 +82,7 @@ def test_audible_first_audio_is_never_before_first_byte(tl, silence_s, amplitude
     pcm = np.zeros(n_samples, np.int16)
     onset = min(int(silence_s * RATE), n_samples)
     pcm[onset:] = amplitude
-    figs = request_figures(arrivals, nbytes, pcm, RATE)
+    figs = request_metrics(arrivals, nbytes, pcm, RATE)
     assert figs["ttfa_audible_s"] >= figs["ttfa_s"]
     assert figs["ttfa_audible_s"] >= figs["ttfa_audible_naive_s"] - 1e-9
 

@@ -33,6 +33,7 @@ __all__ = [
     "compute_stalls",
     "leading_silence_s",
     "playback_time_s",
+    "request_metrics",
     "request_figures",
     "percentiles",
     "summarize_point",
@@ -228,7 +229,7 @@ def playback_time_s(
     return None
 
 
-def request_figures(
+def request_metrics(
     chunk_arrival_s: Sequence[float],
     chunk_bytes: Sequence[int],
     pcm: bytes | np.ndarray,
@@ -271,6 +272,11 @@ def request_figures(
         "stalls": stalls.stalls,
         "stall_s": stalls.stall_s,
     }
+
+
+# Deprecated: the old name (it read like report/figures.py, which draws plots). Kept because
+# `request_figures` was public; new code uses request_metrics.
+request_figures = request_metrics
 
 
 def percentiles(values: Iterable[float | None], qs: Sequence[int] = PERCENTILES) -> dict:
@@ -802,7 +808,7 @@ def agent_figures(
     `sentence_lag_s` (per unit: its first frame minus the time its last word was sent),
     `sentence_heard_lag_s` (per unit: when a pausing player starting at the first frame
     begins to play it, minus the same time) and `text_s` (first piece to `input.done`).
-    Continuity and stalls are `request_figures`' on the same frames.
+    Continuity and stalls are `request_metrics`' on the same frames.
     """
     first = float(chunk_arrival_s[0]) if len(chunk_arrival_s) else None
     t_text = float(text_times[0]) if len(text_times) else None

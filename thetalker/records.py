@@ -1,7 +1,7 @@
 """The record schema: what one request produced, one JSON line each.
 
 The raw observations (`t_submit_s`, `chunk_arrival_s`, `chunk_bytes`, status, error)
-are the core of a record; the per-request figures `thetalker.metrics.request_figures`
+are the core of a record; the per-request figures `thetalker.metrics.request_metrics`
 derives from them are written beside them. Everything downstream (summaries, tables,
 figures, WER) rebuilds from `records.jsonl` alone. Schema: docs/records.md.
 """
@@ -44,7 +44,7 @@ SCHEMA_VERSION = "thetalker.records/1"
 
 @dataclass(frozen=True)
 class RequestFigures:
-    """What `thetalker.metrics.request_figures` derives from one request's timeline."""
+    """What `thetalker.metrics.request_metrics` derives from one request's timeline."""
 
     ttfa_s: float | None
     leading_silence_s: float

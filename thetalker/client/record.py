@@ -143,7 +143,7 @@ def figures_of(
     """The per-request figures of a timeline (thetalker.metrics); a failed request is never
     continuous, since a player could not have played it."""
     figures = RequestFigures.from_metrics(
-        metrics.request_figures(arrivals, sizes, pcm, rate, threshold_s)
+        metrics.request_metrics(arrivals, sizes, pcm, rate, threshold_s)
     )
     return figures if ok else dataclasses.replace(figures, continuity_ok=False)
 
