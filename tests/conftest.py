@@ -19,3 +19,21 @@ def scripted_server() -> Iterator[ScriptedServer]:
     """
     with start_scripted_server(Script()) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def default_workflow_run(tmp_path_factory: pytest.TempPathFactory):
+    """One run of the default configuration on a copy of the workflow (the speed tables and
+    capacity.md: about a minute and a half on 2 cores), shared by the tests that read its
+    shape (the knee, the capacity) instead of each running it again. Returns the copy."""
+    from tests.processes import processes_in
+    from tests.workflow_copy import copy_workflow, smk
+
+    workdir = copy_workflow(tmp_path_factory.mktemp("default-run") / "wf")
+    targets = ("results/tables/continuity.md", "results/tables/ttfa.md")
+    try:
+        result = smk(workdir, "--cores", "2", *targets, "results/tables/capacity.md")
+        assert result.returncode == 0, result.stderr[-3000:]
+    finally:
+        assert not processes_in(workdir), "a server outlived the run"
+    return workdir

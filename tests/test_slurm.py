@@ -20,13 +20,15 @@ from pathlib import Path
 
 import pytest
 
+from tests import workflow_copy
 from thetalker.records import read_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
 REPO = Path(__file__).resolve().parents[1]
-WORKFLOW_PARTS = ("Snakefile", "rules", "config", "prompts", "reference", "profiles", "report")
-OPTIONAL_PARTS = ("envs",)
+# The workflow's parts as every workflow test copies them (deploy/ is copied below).
+WORKFLOW_PARTS = tuple(p for p in workflow_copy.WORKFLOW_PARTS if p != "deploy")
+OPTIONAL_PARTS: tuple[str, ...] = ()
 # States in which the node takes our jobs (mixed/allocated: busy, our jobs queue behind).
 USABLE_STATES = {"idle", "mixed", "allocated", "completing"}
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: ([^)]+)\)")

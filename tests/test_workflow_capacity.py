@@ -244,24 +244,15 @@ def _continuity_row(text: str, system: str) -> dict[str, float]:
 
 @pytest.mark.slow
 def test_default_run_gives_each_system_a_capacity_that_agrees_with_continuity(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    default_workflow_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import yaml
 
-    from tests.processes import processes_in
-    from tests.workflow_copy import copy_workflow, smk
     from thetalker.capacity import find_capacity
 
-    workdir = copy_workflow(tmp_path / "wf")
+    workdir = default_workflow_run  # `snakemake --cores 2` on a copy (tests/conftest.py)
     config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
     assert config["capacity"]["refine"] is True
-    try:
-        result = smk(
-            workdir, "--cores", "2", "results/tables/capacity.md", "results/tables/continuity.md"
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-    finally:
-        assert not processes_in(workdir), "a server outlived the run"
     tables = workdir / "results" / "tables"
     capacity_text = (tables / "capacity.md").read_text()
     continuity_text = (tables / "continuity.md").read_text()
