@@ -202,7 +202,11 @@ def test_a_busy_gpu_is_refused_naming_its_pid(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{STANDINS}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("STANDIN_GPU_PIDS", str(os.getpid()))
     spec = ServerSpec(
-        launcher="vllm-omni", model_id="m", executable=str(SLOW), log_path=tmp_path / "s.log"
+        launcher="vllm-omni",
+        model_id="m",
+        executable=str(SLOW),
+        log_path=tmp_path / "s.log",
+        stop_grace_s=1.0,  # the slow server ignores SIGTERM: SIGKILL after 1 s, not 20
     )
     busy = rf"GPU is in use by PID {os.getpid()} "
     with pytest.raises(ServerStartError, match=busy), launch_server(spec):
