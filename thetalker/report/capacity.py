@@ -32,6 +32,7 @@ from thetalker.capacity import NEVER, NO_POINTS, Capacity, ServiceLevel, find_ca
 from thetalker.metrics import point_cost  # noqa: E402
 from thetalker.report.tables import (  # noqa: E402
     MISSING,
+    add_point_arguments,
     fmt_range,
     load_points_or_report,
     markdown_table,
@@ -205,15 +206,9 @@ def capacity_figure(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m thetalker.report.capacity", description=__doc__
+    parser = add_point_arguments(
+        argparse.ArgumentParser(prog="python -m thetalker.report.capacity", description=__doc__)
     )
-    parser.add_argument("--points", required=True, type=Path)
-    parser.add_argument("--models", required=True, nargs="+")
-    parser.add_argument("--systems", required=True, nargs="+")
-    parser.add_argument("--headline", required=True, type=int, help="headline concurrency")
-    parser.add_argument("--gpu-hour-usd", type=float, default=2.99)
-    parser.add_argument("--min-continuity-pct", type=float, default=95.0)
     parser.add_argument("--ttfa-slo-s", type=float, default=None, help="TTFA p90 limit (s)")
     parser.add_argument("--grid", type=int, nargs="*", help="the config's concurrency points")
     parser.add_argument("--table", required=True, type=Path, help="capacity.md to write")

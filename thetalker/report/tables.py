@@ -50,6 +50,7 @@ __all__ = [
     "fmt_pm",
     "fmt_range",
     "failed_mark",
+    "add_point_arguments",
     "report_parser",
     "load_points_or_report",
     "markdown_table",
@@ -534,15 +535,20 @@ def write_table(path: Path, text: str, rows: Sequence[Row]) -> Path:
     return csv_path
 
 
-def report_parser(prog: str, description: str | None, suffix: str) -> argparse.ArgumentParser:
-    """The arguments the tables and the figures share; `--ratio` is the tables' own."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+def add_point_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """What every report over points.csv reads: the file, the rows and the service level."""
     parser.add_argument("--points", required=True, type=Path)
     parser.add_argument("--models", required=True, nargs="+")
     parser.add_argument("--systems", required=True, nargs="+")
     parser.add_argument("--headline", required=True, type=int, help="headline concurrency")
     parser.add_argument("--gpu-hour-usd", type=float, default=2.99)
     parser.add_argument("--min-continuity-pct", type=float, default=95.0)
+    return parser
+
+
+def report_parser(prog: str, description: str | None, suffix: str) -> argparse.ArgumentParser:
+    """The arguments the tables and the figures share; `--ratio` is the tables' own."""
+    parser = add_point_arguments(argparse.ArgumentParser(prog=prog, description=description))
     for name in ("throughput", "continuity", "ttfa", "cost"):
         parser.add_argument(f"--{name}", required=True, type=Path, help=f"{name}{suffix} to write")
     return parser
