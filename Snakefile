@@ -7,7 +7,7 @@ min_version("9.0")
 
 
 # Snakemake's own error for a broken config file names no file: check it first.
-from thetalker.workflow_config import check_config_file
+from thetalker.pipeline.config_checks import check_config_file
 
 check_config_file("config/config.yaml")
 

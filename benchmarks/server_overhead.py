@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from thetalker.client import BenchOptions, run_benchmark
-from thetalker.prompts import Prompt
+from thetalker.data.prompts import Prompt
 from thetalker.server.engine import EngineSettings, load_piper_voice, piper_syn_config
 from thetalker.server.settings import engine_settings
 

@@ -41,7 +41,7 @@ from gevent.pool import Pool
 from locust import User, constant, events, task
 from requests.adapters import HTTPAdapter
 
-from thetalker.prompts import Prompt, load_prompts
+from thetalker.data.prompts import Prompt, load_prompts
 
 __all__ = ["OpenLoopSpeaker", "server_url"]
 

@@ -7,7 +7,7 @@
 
 The server and voice options are run_streaming.py's (`--host`/`--port` or `--base-url`,
 `--voice`, `--speaker`, `--ref-audio`/`--ref-text`, `--sample-rate`). The text (`--text-file`,
-or `--text`) is split with `thetalker.text.split_sentences` (abbreviations, decimals,
+or `--text`) is split with `thetalker.util.text.split_sentences` (abbreviations, decimals,
 quotes, ellipses; over-long sentences cut at a clause boundary). All parts are sent at once,
 at most `--concurrency` in flight, in text order; the audio is joined in text order whatever
 order the parts finish in.
@@ -42,9 +42,9 @@ from run_streaming import (
 )
 
 from thetalker.client import BenchOptions
+from thetalker.data.wavio import wav_data_uri, write_wav
 from thetalker.metrics import bytes_per_second
-from thetalker.text import DEFAULT_MAX_CHARS, split_sentences
-from thetalker.wavio import wav_data_uri, write_wav
+from thetalker.util.text import DEFAULT_MAX_CHARS, split_sentences
 
 __all__ = [
     "PartResult",

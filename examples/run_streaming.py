@@ -43,7 +43,7 @@ import aiohttp
 
 from thetalker import metrics
 from thetalker.client import BenchOptions, OptionsError, build_request_body, validate_options
-from thetalker.wavio import (
+from thetalker.data.wavio import (
     WAV_HEADER_BYTES,
     WavError,
     parse_wav_header,

@@ -1,7 +1,7 @@
 # One job per (system, model): serve, warm up, sweep every point (each `repeats` times, back
 # to back), search the capacity (capacity.refine), stop. One server per job: the rounds of
 # two systems cannot interleave within a job, and two jobs on one GPU would share it.
-# Its params are the whole job spec (thetalker.job.BenchJob as canonical JSON): any setting
+# Its params are the whole job spec (thetalker.pipeline.job.BenchJob as canonical JSON): any setting
 # that changes reruns exactly this (system, model), and nothing else.
 
 
@@ -24,4 +24,4 @@ rule bench:
     params:
         job=get_bench_job,
     shell:
-        "python -m thetalker.serve_and_sweep --job {params.job:q} --server-log {log.server} --records {output.records} --search-manifest {output.search} > {log.bench} 2>&1"
+        "python -m thetalker.pipeline.serve_and_sweep --job {params.job:q} --server-log {log.server} --records {output.records} --search-manifest {output.search} > {log.bench} 2>&1"

@@ -4,7 +4,7 @@ import shlex
 
 from snakemake.utils import validate
 
-from thetalker import workflow_config as wfc
+from thetalker.pipeline import config_checks as wfc
 
 # The schema checks types and ranges and fills in every default; then what a schema cannot
 # say (cross-field checks, the files a run reads), each error one line naming the field.
@@ -147,10 +147,10 @@ def get_wer_under_load_labels(wildcards):
 
 
 # With max_error_rate 1.0 (the published setting) a point where most requests failed still
-# passes its job: the tables mark it, and the end of the run says so (thetalker.point_warnings).
+# passes its job: the tables mark it, and the end of the run says so (thetalker.pipeline.point_warnings).
 onsuccess:
     import sys
-    from thetalker.point_warnings import failed_points_warning
+    from thetalker.pipeline.point_warnings import failed_points_warning
 
     summaries = every_point("summary.json")
     if QUALITY["enabled"]:
@@ -161,7 +161,7 @@ onsuccess:
     if failed:
         print(failed, file=sys.stderr)
     # A stock point served with the optimized library installed is no stock number.
-    from thetalker.stock_warning import contaminated_points_warning
+    from thetalker.pipeline.stock_warning import contaminated_points_warning
 
     contaminated = contaminated_points_warning(
         every_point("provenance.json"), every_search_manifest()

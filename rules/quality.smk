@@ -12,7 +12,7 @@ localrules:
     wer_load_report,
 
 
-# The speed job with the quality run's overrides (thetalker.workflow_config.quality_run_config):
+# The speed job with the quality run's overrides (thetalker.pipeline.config_checks.quality_run_config):
 # quality.prompts, one point at quality.concurrency with quality.requests sentences, every
 # utterance saved, and quality.models.<model> over the model's spec (e.g. a -Base checkpoint).
 use rule bench as synthesize_quality with:
@@ -48,7 +48,7 @@ rule transcribe:
         model=get_asr_model_arg,
         workers=QUALITY["asr"]["workers"],
     shell:
-        "python -m thetalker.asr --records {input.records} --out {output.transcripts} --backend {params.backend} {params.model} --workers {params.workers} --no-progress > {log} 2>&1"
+        "python -m thetalker.quality.asr --records {input.records} --out {output.transcripts} --backend {params.backend} {params.model} --workers {params.workers} --no-progress > {log} 2>&1"
 
 
 # WER under load: the same transcription of each speed point's saved audio.
@@ -112,7 +112,7 @@ rule compare_wer:
         n_resamples=QUALITY["n_resamples"],
         seed=QUALITY["seed"],
     shell:
-        "python -m thetalker.wer compare --a {input.a} --b {input.b} --out {output} --n-resamples {params.n_resamples} --seed {params.seed} > {log} 2>&1"
+        "python -m thetalker.quality.wer compare --a {input.a} --b {input.b} --out {output} --n-resamples {params.n_resamples} --seed {params.seed} > {log} 2>&1"
 
 
 rule wer_report:

@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from thetalker.records import read_json
+from thetalker.data.records import read_json
 from thetalker.report.provenance_table import main
 
 snakemake = globals()["snakemake"]  # set by Snakemake's script preamble

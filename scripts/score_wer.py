@@ -1,11 +1,11 @@
 """Action of rules score_wer and score_point_wer: pooled WER with its bootstrap interval
-(thetalker.wer score). The row label is params.label where the rule gives one (a speed
+(thetalker.quality.wer score). The row label is params.label where the rule gives one (a speed
 point: "model cN"), else the model."""
 
 import os
 import sys
 
-from thetalker.wer import main
+from thetalker.quality.wer import main
 
 snakemake = globals()["snakemake"]  # set by Snakemake's script preamble
 

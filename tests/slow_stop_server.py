@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A server slow to stop: it answers /health, and on SIGTERM only logs and keeps running.
 
-Started by `thetalker.launch` as the vllm-omni launcher's program (``ServerSpec.executable``):
+Started by `thetalker.lifecycle.launch` as the vllm-omni launcher's program
+(``ServerSpec.executable``):
 ``slow_stop_server.py serve MODEL --omni ... --host H --port P [anything else]``. It spawns one
 worker in its own process group (as vllm-omni's stage workers), which ignores SIGTERM too, so
 only SIGKILL of the whole group stops them. It logs ``SIGTERM received`` so a test knows the

@@ -1,4 +1,4 @@
-"""Real transcription of real Piper audio with Whisper tiny.en (thetalker.asr).
+"""Real transcription of real Piper audio with Whisper tiny.en (thetalker.quality.asr).
 
 The audio is synthesized here with the joe voice, deterministically (noise 0), saved as
 22050 Hz WAVs the way a run saves them, and transcribed offline by faster-whisper. The
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from thetalker import asr, wer
-from thetalker.records import RECORD_FIELDS, RecordError
+from thetalker.data.records import RECORD_FIELDS, RecordError
+from thetalker.quality import asr, wer
 
 # Sentences of the Seed-TTS-Eval EN set that the joe voice and tiny.en get right.
 SENTENCES = {

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.scripted_server import Script, ScriptedServer
-from thetalker.bench_cli import exit_status, main
-from thetalker.launch import free_port
-from thetalker.records import read_json, read_records
+from thetalker.cli.bench import exit_status, main
+from thetalker.data.records import read_json, read_records
+from thetalker.lifecycle.launch import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -139,7 +139,7 @@ def test_ctrl_c_keeps_finished_records(
         Script(chunks=((0, 4800), (30.0, 4800))) if body["input"].endswith("3") else None
     )
     out = tmp_path / "o"
-    cmd = [sys.executable, "-m", "thetalker.bench_cli", "--base-url", scripted_server.base_url,
+    cmd = [sys.executable, "-m", "thetalker.cli.bench", "--base-url", scripted_server.base_url,
            "--texts-jsonl", str(prompts_file), "--requests", "4", "--warmup", "0",
            "--concurrency", "4", "--sample-rate", "24000", "--speaker", "scripted",
            "--out-dir", str(out)]  # fmt: skip
@@ -197,7 +197,7 @@ def test_sse_for_a_model_served_without_streaming_is_refused_before_sending(
     argv += ["--deploy", "omnivoice", "--task-type", "Base", "--voice", "ref"]
     argv += ["--stream-format", stream_format, "--requests", "1", "--warmup", "0"]
     if stream_format == "audio":  # allowed: only the refusal is under test here
-        from thetalker.bench_cli import (
+        from thetalker.cli.bench import (
             build_parser,
             options_from_args,
             refuse_sse_without_streaming,
@@ -246,7 +246,7 @@ def test_progress_lines_appear_during_a_point(
     # Each request takes ~0.6 s; with reports every 0.1 s some come before the last is done.
     scripted_server.default = Script(chunks=((0, 4800), (0.3, 4800), (0.3, 4800)))
     out = tmp_path / "o"
-    cmd = [sys.executable, "-m", "thetalker.bench_cli", "--base-url", scripted_server.base_url,
+    cmd = [sys.executable, "-m", "thetalker.cli.bench", "--base-url", scripted_server.base_url,
            "--texts-jsonl", str(prompts_file), "--requests", "4", "--warmup", "0",
            "--concurrency", "1", "--sample-rate", "24000", "--speaker", "scripted",
            "--progress-interval", "0.1", "--out-dir", str(out)]  # fmt: skip

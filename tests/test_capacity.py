@@ -1,4 +1,4 @@
-"""thetalker.capacity: service level, capacity verdicts and bisection, worked by hand."""
+"""thetalker.pipeline.capacity: service level, capacity verdicts and bisection, worked by hand."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thetalker.capacity import (
+from thetalker.pipeline.capacity import (
     AT_LEAST,
     FOUND,
     NEVER,

@@ -27,8 +27,8 @@ from thetalker.client import (
     validate_options,
 )
 from thetalker.client.body import BodyEncoder  # the run's body seam
-from thetalker.prompts import Prompt, ordered_prompts
-from thetalker.records import (
+from thetalker.data.prompts import Prompt, ordered_prompts
+from thetalker.data.records import (
     ALL_RECORD_FIELDS,
     OPTIONAL_SUMMARY_FIELDS,
     RECORD_FIELDS,
@@ -38,7 +38,7 @@ from thetalker.records import (
     read_json,
     read_records,
 )
-from thetalker.wavio import read_wav, write_wav
+from thetalker.data.wavio import read_wav, write_wav
 
 TOL_S = 0.06  # scheduling noise on shared cores
 

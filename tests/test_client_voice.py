@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.scripted_server import ScriptedServer
-from thetalker.speech_api import normalize_base_url
-from thetalker.voice_cli import main
-from thetalker.wavio import write_wav
+from thetalker.api.speech import normalize_base_url
+from thetalker.cli.voice import main
+from thetalker.data.wavio import write_wav
 
 
 def test_register_list_delete(scripted_server: ScriptedServer, tmp_path: Path, capsys):
@@ -108,7 +108,7 @@ def test_a_clip_outside_1_to_30_s_is_refused_before_any_request(tmp_path: Path, 
 
 
 def test_an_unreachable_server_exits_1_with_one_line(tmp_path: Path, capsys):
-    from thetalker.launch import free_port
+    from thetalker.lifecycle.launch import free_port
 
     assert main(["--port", str(free_port()), "--timeout", "5", "list"]) == 1
     err = capsys.readouterr().err

@@ -18,8 +18,8 @@ from thetalker.client.pacing import (
     words_per_s,
 )
 from thetalker.client.websocket import session_config, stream_url
-from thetalker.prompts import Prompt
-from thetalker.records import ALL_RECORD_FIELDS, ERROR_TYPES, read_records
+from thetalker.data.prompts import Prompt
+from thetalker.data.records import ALL_RECORD_FIELDS, ERROR_TYPES, read_records
 
 TEXT = "Hello there, friend. This is the second one! And a third"
 PROMPTS = [Prompt("s1", TEXT)]
@@ -282,7 +282,7 @@ def test_thetalker_bench_protocol_websocket(tmp_path: Path) -> None:
     with start_ws_scripted_server() as server:
         result = subprocess.run(
             [
-                sys.executable, "-m", "thetalker.bench_cli", "--base-url", server.base_url,
+                sys.executable, "-m", "thetalker.cli.bench", "--base-url", server.base_url,
                 "--speaker", "ok", "--texts-jsonl", str(prompts), "--requests", "1",
                 "--warmup", "0", "--sample-rate", "24000", "--out-dir", str(tmp_path / "out"),
                 "--protocol", "websocket", "--text-pace", "60", "--text-pace-unit", "tokens",

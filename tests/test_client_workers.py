@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from tests.scripted_server import Script, ScriptedServer
-from thetalker.bench_cli import main as bench_main
+from thetalker.cli.bench import main as bench_main
 from thetalker.client import (
     BenchOptions,
     OptionsError,
@@ -33,8 +33,8 @@ from thetalker.client.options import effective_workers
 from thetalker.client.progress import Progress
 from thetalker.client.schedule import arrival_offsets
 from thetalker.client.workers import max_overlap, split_items
-from thetalker.prompts import Prompt
-from thetalker.records import read_json, read_records
+from thetalker.data.prompts import Prompt
+from thetalker.data.records import read_json, read_records
 
 REPO = Path(__file__).resolve().parents[1]
 TOL_S = 0.08  # scheduling noise on shared cores, with extra processes
@@ -199,7 +199,7 @@ def test_stopping_the_parent_stops_every_worker(
     lines = [f'{{"sample_id": "s{i}", "text": "sentence {i}"}}' for i in range(4)]
     prompts.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "o"
-    cmd = [sys.executable, "-m", "thetalker.bench_cli", "--base-url", scripted_server.base_url,
+    cmd = [sys.executable, "-m", "thetalker.cli.bench", "--base-url", scripted_server.base_url,
            "--texts-jsonl", str(prompts), "--requests", "4", "--warmup", "1", "--seed", "1",
            "--concurrency", "4", "--workers", "2", "--sample-rate", "24000",
            "--speaker", "scripted", "--out-dir", str(out)]  # fmt: skip

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.test_report import make_record, write_point
-from thetalker import compare, metrics
-from thetalker.records import append_record
+from thetalker import metrics
+from thetalker.data.records import append_record
+from thetalker.report import compare
 
 
 def _run(audio_s: list[float], ttfa_s: list[float]) -> list[dict]:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from thetalker import deploy
-from thetalker.deploy import ALIASES, REGISTRY, UnknownDeployError, names, resolve
+from thetalker.lifecycle import deploy
+from thetalker.lifecycle.deploy import ALIASES, REGISTRY, UnknownDeployError, names, resolve
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLISHED = ("qwen3tts17b", "qwen3tts06b", "voxcpm2", "moss", "omnivoice")
@@ -233,7 +233,9 @@ def test_cli_prints_path_model_id_rate_and_list(capsys):
 def test_cli_unknown_name_exits_2_listing_names():
     # Through the interpreter, as a user or Snakemake would run it.
     result = subprocess.run(
-        [sys.executable, "-m", "thetalker.deploy", "nosuch"], capture_output=True, text=True
+        [sys.executable, "-m", "thetalker.lifecycle.deploy", "nosuch"],
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 2
     assert result.stdout == ""

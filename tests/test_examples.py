@@ -31,8 +31,8 @@ import pytest
 from tests.processes import cmdline, pid_alive
 from tests.scripted_server import Script, start_scripted_server
 from tests.server_fixtures import start_local_server
-from thetalker.launch import free_port
-from thetalker.text import split_sentences
+from thetalker.lifecycle.launch import free_port
+from thetalker.util.text import split_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

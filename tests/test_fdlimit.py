@@ -9,14 +9,14 @@ import sys
 import textwrap
 from pathlib import Path
 
-from thetalker.fdlimit import fds_needed, is_fd_exhaustion
+from thetalker.util.fdlimit import fds_needed, is_fd_exhaustion
 
 CHILD = textwrap.dedent(
     """
     import resource, socket, sys
     soft, hard, streams = map(int, sys.argv[1:4])
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    from thetalker.fdlimit import FdLimitError, ensure_fd_limit
+    from thetalker.util.fdlimit import FdLimitError, ensure_fd_limit
     try:
         limit = ensure_fd_limit(streams)
     except FdLimitError as exc:
@@ -88,7 +88,7 @@ def test_thetalker_bench_refuses_up_front_under_a_low_hard_limit(tmp_path):
         """
         import resource, sys
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 512))
-        from thetalker.bench_cli import main
+        from thetalker.cli.bench import main
         sys.exit(main(sys.argv[1:]))
         """
     )

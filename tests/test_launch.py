@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from tests.processes import pid_alive
-from thetalker import wavio
-from thetalker.deploy import resolve
-from thetalker.launch import (
+from thetalker.data import wavio
+from thetalker.lifecycle.deploy import resolve
+from thetalker.lifecycle.launch import (
     VLLM_OMNI_STOCK_ENV,
     ServerSpec,
     ServerStartError,
@@ -277,7 +277,7 @@ CHILD = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from thetalker.launch import ServerSpec, launch_server
+    from thetalker.lifecycle.launch import ServerSpec, launch_server
 
     deploy, log, out = sys.argv[1:4]
     spec = ServerSpec(launcher="vllm-omni", model_id="Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.processes import pid_alive
-from thetalker.launch import ServerSpec, ServerStartError, launch_server
-from thetalker.leftover import find_leftover, group_members, start_ticks, write_record
+from thetalker.lifecycle.launch import ServerSpec, ServerStartError, launch_server
+from thetalker.lifecycle.leftover import find_leftover, group_members, start_ticks, write_record
 
 REPO = Path(__file__).resolve().parents[1]
 SLOW = REPO / "tests" / "slow_stop_server.py"
@@ -32,7 +32,7 @@ LAUNCHER = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from thetalker.launch import ServerSpec, launch_server
+    from thetalker.lifecycle.launch import ServerSpec, launch_server
 
     program, log, ready = sys.argv[1:4]
     spec = ServerSpec(launcher="vllm-omni", model_id="m", executable=program, log_path=log,
@@ -273,7 +273,7 @@ def test_the_workflow_rerun_stops_the_server_a_sigkilled_bench_job_left(tmp_path
         jobs = [  # the bench job's python (not the shell Snakemake runs it in)
             p
             for p in processes_in(workdir)
-            if "-m thetalker.serve_and_sweep" in cmdline(p)
+            if "-m thetalker.pipeline.serve_and_sweep" in cmdline(p)
             and Path(cmdline(p).split()[0]).name.startswith("python")
         ]
         assert len(jobs) == 1, {p: cmdline(p) for p in processes_in(workdir)}

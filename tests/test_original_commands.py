@@ -27,9 +27,9 @@ import pytest
 from tests.scripted_server import Script, start_scripted_server
 from tests.server_fixtures import LocalServer, local_server  # noqa: F401 (the fixture)
 from tests.test_examples import stop_group, wait_healthy
-from thetalker.deploy import ALIASES, REGISTRY, names, resolve
-from thetalker.launch import free_port
-from thetalker.text import split_sentences
+from thetalker.lifecycle.deploy import ALIASES, REGISTRY, names, resolve
+from thetalker.lifecycle.launch import free_port
+from thetalker.util.text import split_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 STANDINS = ROOT / "tests" / "standins"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from thetalker.prompts import Prompt, PromptError, load_prompts, ordered_prompts
+from thetalker.data.prompts import Prompt, PromptError, load_prompts, ordered_prompts
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from thetalker.provenance import (
+from thetalker.data.records import read_json, write_json
+from thetalker.pipeline.provenance import (
     PACKAGES,
     PROVENANCE_SCHEMA,
     collect_provenance,
@@ -24,7 +25,6 @@ from thetalker.provenance import (
     utc_now,
     write_provenance,
 )
-from thetalker.records import read_json, write_json
 
 TOP_LEVEL = (
     "schema_version",
@@ -234,10 +234,10 @@ def test_a_server_that_hangs_is_recorded_not_raised() -> None:
 
 @pytest.mark.slow
 def test_the_real_local_server_command_is_the_one_that_ran(tmp_path) -> None:
-    """Launched by thetalker.launch, sampled, described: the recorded command line is the
+    """Launched by thetalker.lifecycle.launch, sampled, described: the recorded command line is the
     running process's own /proc cmdline, and /v1/models names the served voice."""
-    from thetalker.launch import ServerSpec, launch_server
-    from thetalker.sampler import ResourceSampler
+    from thetalker.lifecycle.launch import ServerSpec, launch_server
+    from thetalker.pipeline.sampler import ResourceSampler
 
     deploy = Path(__file__).resolve().parents[1] / "deploy" / "piper-joe.yaml"
     spec = ServerSpec(
@@ -329,7 +329,7 @@ def test_the_probe_reads_real_entry_points_in_the_given_environment(tmp_path, mo
     import os
     import sys
 
-    from thetalker.serving_env import contamination, probe_serving_env
+    from thetalker.lifecycle.serving_env import contamination, probe_serving_env
 
     monkeypatch.delenv("VLLM_PLUGINS", raising=False)
     site = _fake_thestage(tmp_path / "site")
@@ -371,7 +371,7 @@ def test_a_stock_point_served_with_thestage_is_flagged_in_provenance_and_warned(
     """End to end: the library on the server's path only; launch probes the server's own
     interpreter (the script's #! line), provenance flags the point, the job log warns."""
 
-    from thetalker.launch import ServerSpec, launch_server
+    from thetalker.lifecycle.launch import ServerSpec, launch_server
 
     monkeypatch.delenv("VLLM_PLUGINS", raising=False)
     site = _fake_thestage(tmp_path / "site", "1.2.3")

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.scripted_server import Script, ScriptedServer
-from thetalker.bench_cli import main
-from thetalker.records import read_json, read_records
+from thetalker.cli.bench import main
+from thetalker.data.records import read_json, read_records
 
 REPO = Path(__file__).resolve().parents[1]
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -61,7 +61,7 @@ def test_server_killed_mid_run_keeps_finished_records_and_exits_1(tmp_path: Path
     prompts = _prompts(tmp_path / "p.jsonl", [f"sentence {i}" for i in range(8)])
     out = tmp_path / "out"
     with scripted_server_process("0:4800,0.05:4800") as (server, base_url):
-        cmd = [sys.executable, "-m", "thetalker.bench_cli", "--base-url", base_url,
+        cmd = [sys.executable, "-m", "thetalker.cli.bench", "--base-url", base_url,
                "--texts-jsonl", str(prompts), "--requests", "60", "--warmup", "0",
                "--concurrency", "2", "--sample-rate", "24000", "--timeout", "10",
                "--speaker", "scripted", "--out-dir", str(out)]  # fmt: skip

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from tests.scripted_server import Script, ScriptedServer
-from thetalker import records as records_mod
 from thetalker.client import BenchError, BenchOptions, run_benchmark
-from thetalker.prompts import Prompt, PromptError, load_prompts
-from thetalker.records import RecordError, read_json, read_records
+from thetalker.data import records as records_mod
+from thetalker.data.prompts import Prompt, PromptError, load_prompts
+from thetalker.data.records import RecordError, read_json, read_records
+from thetalker.data.wavio import WavError, build_wav_header, check_reference_clip, write_wav
 from thetalker.report import points
-from thetalker.wavio import WavError, build_wav_header, check_reference_clip, write_wav
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -87,7 +87,7 @@ def test_bad_prompt_ids_and_texts_are_refused_naming_file_and_line(
 
 
 def test_the_quality_prompt_set_with_a_duplicate_id_is_refused_at_load(tmp_path: Path):
-    from thetalker.workflow_config import ConfigError, check_quality
+    from thetalker.pipeline.config_checks import ConfigError, check_quality
 
     prompts = tmp_path / "q.jsonl"
     prompts.write_text(
@@ -281,7 +281,7 @@ def test_the_bench_cli_refuses_a_lying_reference_clip_before_sending(tmp_path: P
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"sample_id": "a", "text": "hi"}\n', encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, "-m", "thetalker.bench_cli", "--base-url", "http://127.0.0.1:9",
+        [sys.executable, "-m", "thetalker.cli.bench", "--base-url", "http://127.0.0.1:9",
          "--texts-jsonl", str(prompts), "--task-type", "Base", "--ref-audio", str(clip),
          "--ref-text", "hi", "--out-dir", str(tmp_path / "o")],
         capture_output=True, text=True, cwd=REPO, timeout=60,

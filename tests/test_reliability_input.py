@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.test_reliability_workflow import copy_workflow, smk, tiny_config
-from thetalker import wavio
+from thetalker.data import wavio
 
 BAD_PROMPTS = {
     "broken.jsonl": '{"sample_id": "a", "text": "fine"}\n{"sample_id": "b", "text": \n',
@@ -185,7 +185,7 @@ def test_a_real_run_fails_before_any_server_starts(tmp_path: Path, prompts: str)
 
 def _bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     # Port 9 (discard) on loopback: nothing may be sent there; the error must come first.
-    cmd = [sys.executable, "-m", "thetalker.bench_cli", "--base-url", "http://127.0.0.1:9"]
+    cmd = [sys.executable, "-m", "thetalker.cli.bench", "--base-url", "http://127.0.0.1:9"]
     cmd += ["--out-dir", str(tmp_path / "out"), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
 

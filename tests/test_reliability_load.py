@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from thetalker.client import BenchOptions, run_benchmark
-from thetalker.prompts import Prompt
-from thetalker.records import read_records
+from thetalker.data.prompts import Prompt
+from thetalker.data.records import read_records
 
 REPO = Path(__file__).resolve().parents[1]
 STREAMS = 1024

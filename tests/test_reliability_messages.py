@@ -2,7 +2,7 @@
 before anything is sent or any server starts; a wrong number is refused, not trusted; a point
 accepted with failures is warned about in the job's log and at the end of the Snakemake run.
 
-Real processes throughout (thetalker-bench, python -m thetalker.asr / serve_and_sweep,
+Real processes throughout (thetalker-bench, python -m thetalker.quality.asr / serve_and_sweep,
 Snakemake on a workflow copy) against the scripted server or nothing (port 9: discard).
 """
 
@@ -34,10 +34,10 @@ from tests.test_reliability_workflow import (
     workdir,  # noqa: F401 (the fixture)
 )
 from thetalker.client import BenchOptions, run_benchmark
-from thetalker.job import BenchJob
-from thetalker.point_warnings import failed_points_warning, point_warning
-from thetalker.prompts import Prompt
-from thetalker.workflow_config import bench_job
+from thetalker.data.prompts import Prompt
+from thetalker.pipeline.config_checks import bench_job
+from thetalker.pipeline.job import BenchJob
+from thetalker.pipeline.point_warnings import failed_points_warning, point_warning
 
 REPO = Path(__file__).resolve().parent.parent
 NOWHERE = "http://127.0.0.1:9"  # discard: nothing may be sent there
@@ -62,7 +62,7 @@ def prompts(tmp_path: Path) -> Path:
 
 
 def _bench(prompts: Path, *args: str, base_url: str = NOWHERE) -> subprocess.CompletedProcess:
-    return _run("-m", "thetalker.bench_cli", "--base-url", base_url, "--texts-jsonl",
+    return _run("-m", "thetalker.cli.bench", "--base-url", base_url, "--texts-jsonl",
                 str(prompts), "--out-dir", str(prompts.parent / "out"), "--speaker", "scripted",
                 "--requests", "2", "--warmup", "0", *args)  # fmt: skip
 
@@ -97,7 +97,7 @@ def test_a_404_names_the_url_tried(scripted_server: ScriptedServer, prompts: Pat
 
 def test_a_voice_404_names_the_url_tried(scripted_server: ScriptedServer):
     base = scripted_server.base_url + "/wrong/prefix"
-    done = _run("-m", "thetalker.voice_cli", "--base-url", base, "list")
+    done = _run("-m", "thetalker.cli.voice", "--base-url", base, "list")
     assert done.returncode != 0 and "HTTP 404" in done.stderr
     assert f"GET {base}/v1/audio/voices" in done.stderr and "Traceback" not in done.stderr
 
@@ -124,7 +124,7 @@ def test_the_right_explicit_rate_passes_its_check(scripted_server: ScriptedServe
 
 
 def test_an_explicit_rate_against_the_deploy_names_rate_exits_2_before_sending(prompts: Path):
-    # piper-joe streams 22050 Hz (thetalker.deploy)
+    # piper-joe streams 22050 Hz (thetalker.lifecycle.deploy)
     line = _one_line(done := _bench(prompts, "--deploy", "piper-joe", "--sample-rate", "16000"))
     assert done.returncode == 2 and "16000" in line and "22050" in line
 
@@ -136,7 +136,7 @@ def test_report_points_refuses_a_threshold_that_is_no_positive_number(tmp_path, 
     assert done.returncode == 2 and "--continuity-thresholds-s" in done.stderr.splitlines()[-1]
 
 
-# --- python -m thetalker.asr / thetalker.wer ------------------------------------------------
+# --- python -m thetalker.quality.asr / thetalker.quality.wer ------------------------------------
 
 
 def _saved_run(srv: ScriptedServer, out: Path) -> Path:
@@ -150,7 +150,7 @@ def test_asr_on_a_non_audio_file_is_one_line_naming_it(scripted_server, tmp_path
     records = _saved_run(scripted_server, tmp_path / "run")
     victim = sorted((tmp_path / "run" / "audio").glob("*.wav"))[0]
     victim.write_text("this is no audio\n")
-    done = _run("-m", "thetalker.asr", "--records", str(records), "--out",
+    done = _run("-m", "thetalker.quality.asr", "--records", str(records), "--out",
                 str(tmp_path / "t.jsonl"), "--no-progress")  # fmt: skip
     line = _one_line(done)
     assert done.returncode == 2 and victim.name in line and "RIFF" in line
@@ -159,7 +159,7 @@ def test_asr_on_a_non_audio_file_is_one_line_naming_it(scripted_server, tmp_path
 def test_asr_on_an_empty_records_file_is_an_error(tmp_path: Path):
     records = tmp_path / "records.jsonl"
     records.write_text("")
-    done = _run("-m", "thetalker.asr", "--records", str(records), "--out",
+    done = _run("-m", "thetalker.quality.asr", "--records", str(records), "--out",
                 str(tmp_path / "t.jsonl"), "--no-progress")  # fmt: skip
     line = _one_line(done)
     assert done.returncode == 2 and str(records) in line and "no scored records" in line

@@ -26,7 +26,7 @@ from snakemake.utils import validate
 from tests.processes import cmdline, kill_pids, processes_in
 from tests.workflow_copy import REPO, SNAKEMAKE, smk, smk_env
 from tests.workflow_copy import copy_workflow as copy_workflow_files
-from thetalker import workflow_config as wfc
+from thetalker.pipeline import config_checks as wfc
 
 __all__ = [
     "REPO",
@@ -183,7 +183,7 @@ def test_stopping_the_bench_job_leaves_no_server_and_keeps_records(workdir: Path
     config = yaml.safe_load((workdir / "tiny.yaml").read_text())
     validate(config, str(workdir / "config" / "schema.yaml"))  # fills the defaults, as the rules
     job = wfc.bench_job(config, "local", "piper-joe").to_json()
-    cmd = [sys.executable, "-m", "thetalker.serve_and_sweep", "--job", job]
+    cmd = [sys.executable, "-m", "thetalker.pipeline.serve_and_sweep", "--job", job]
     cmd += ["--records", str(POINT / "records.jsonl"), "--server-log", str(SERVER_LOG)]
     records = workdir / POINT / "records.jsonl"
     proc = _start(cmd, workdir)

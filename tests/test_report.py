@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from thetalker import metrics
+from thetalker.data.records import RECORD_FIELDS, append_record
 from thetalker.metrics import point_cost, summarize_point
-from thetalker.records import RECORD_FIELDS, append_record
 from thetalker.report import capacity as report_capacity
 from thetalker.report import figures, points, tables
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from thetalker import wer
+from thetalker.quality import wer
 from thetalker.report import quality
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from thetalker.sampler import ResourceSampler, parse_apps_csv, parse_gpu_csv
+from thetalker.pipeline.sampler import ResourceSampler, parse_apps_csv, parse_gpu_csv
 
 # A parent that starts a child; each allocates (and touches) memory, then the parent burns
 # CPU for a moment and both wait to be killed. RSS of the tree must cover both allocations.

@@ -17,9 +17,9 @@ import yaml
 
 from tests.processes import processes_in
 from tests.workflow_copy import copy_workflow, smk, smk_env
-from thetalker.launch import ServerSpec, ServerStartError, launch_server
-from thetalker.provenance import collect_provenance
-from thetalker.redact import (
+from thetalker.lifecycle.launch import ServerSpec, ServerStartError, launch_server
+from thetalker.pipeline.provenance import collect_provenance
+from thetalker.util.redact import (
     REDACTED,
     check_args,
     check_env_names,
@@ -256,7 +256,7 @@ def keyed_server(monkeypatch):
 
 def _run(base_url: str, out: Path, **options):
     from thetalker.client import BenchOptions, run_benchmark
-    from thetalker.prompts import load_prompts
+    from thetalker.data.prompts import load_prompts
 
     opts = BenchOptions(
         base_url=base_url,
@@ -307,9 +307,9 @@ def test_a_password_in_the_base_url_is_not_in_the_summary(keyed_server, tmp_path
 def test_voice_registration_and_thetalker_voice_send_the_key_too(
     keyed_server, monkeypatch, capsys, tmp_path
 ):
-    from thetalker.speech_api import register_voice_blocking
-    from thetalker.voice_cli import main as voice_main
-    from thetalker.wavio import write_wav
+    from thetalker.api.speech import register_voice_blocking
+    from thetalker.cli.voice import main as voice_main
+    from thetalker.data.wavio import write_wav
 
     server, seen = keyed_server
     monkeypatch.setenv("THETALKER_API_KEY", SECRET)

@@ -208,8 +208,8 @@ def test_bench_client_against_it(
     local_server: LocalServer, tmp_path: Path, concurrency: int
 ) -> None:
     client = pytest.importorskip("thetalker.client")
-    from thetalker.prompts import Prompt
-    from thetalker.records import read_records
+    from thetalker.data.prompts import Prompt
+    from thetalker.data.records import read_records
 
     prompts = [
         Prompt(f"s{i}", text)

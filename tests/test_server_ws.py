@@ -13,8 +13,8 @@ import pytest
 from tests.server_fixtures import LocalServer
 from tests.server_fixtures import local_server as local_server  # the fixture
 from thetalker.client import BenchOptions, run_benchmark
-from thetalker.prompts import Prompt
-from thetalker.records import read_records
+from thetalker.data.prompts import Prompt
+from thetalker.data.records import read_records
 from thetalker.server.app import make_app
 from thetalker.server.engine import FakeEngine
 from thetalker.server.units import UnitSplitter

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests import workflow_copy
-from thetalker.records import read_json
+from thetalker.data.records import read_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 

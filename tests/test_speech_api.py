@@ -1,4 +1,4 @@
-"""`thetalker.speech_api`: URLs, the one error-body parser, voice requests on loopback."""
+"""`thetalker.api.speech`: URLs, the one error-body parser, voice requests on loopback."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import aiohttp
 import pytest
 
 from tests.scripted_server import ScriptedServer
-from thetalker import speech_api
-from thetalker.speech_api import (
+from thetalker.api import speech as speech_api
+from thetalker.api.speech import (
     SpeechApiError,
     error_message,
     list_voices,
@@ -18,7 +18,7 @@ from thetalker.speech_api import (
     speech_url,
     voices_url,
 )
-from thetalker.wavio import write_wav
+from thetalker.data.wavio import write_wav
 
 
 def test_urls():

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thetalker.text import DEFAULT_MAX_CHARS, split_sentences
+from thetalker.util.text import DEFAULT_MAX_CHARS, split_sentences
 
 HARD_INPUTS = [
     pytest.param(

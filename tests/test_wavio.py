@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from thetalker.wavio import (
+from thetalker.data.wavio import (
     STREAMING_SIZE,
     WAV_HEADER_BYTES,
     WavError,

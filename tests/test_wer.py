@@ -1,4 +1,4 @@
-"""WER arithmetic and bootstrap intervals against hand-computed cases (thetalker.wer)."""
+"""WER arithmetic and bootstrap intervals against hand-computed cases (thetalker.quality.wer)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from thetalker import wer
+from thetalker.quality import wer
 
 
 def row(sid: str, s: int, d: int, i: int, n: int, ok: bool = True, ref: str = "") -> dict:

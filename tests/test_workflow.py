@@ -17,8 +17,8 @@ import yaml
 from tests.processes import processes_in
 from tests.workflow_copy import REPO as ROOT
 from tests.workflow_copy import STANDINS, copy_workflow, smk
+from thetalker.data.records import read_records
 from thetalker.metrics import summarize_point
-from thetalker.records import read_records
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ import pytest
 import yaml
 from snakemake.utils import validate as validate_and_fill
 
-from thetalker import workflow_config as wfc
-from thetalker.job import BenchJob
+from thetalker.pipeline import config_checks as wfc
+from thetalker.pipeline.job import BenchJob
+from thetalker.pipeline.serve_and_sweep import bench_options
 from thetalker.report import agent as agent_report
-from thetalker.serve_and_sweep import bench_options
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,7 +108,7 @@ def _session(i: int, ok: bool = True) -> dict:
 
 
 def write_point(root: Path, system: str, n: int, records: list[dict]) -> Path:
-    from thetalker.records import RECORD_FIELDS
+    from thetalker.data.records import RECORD_FIELDS
 
     path = root / system / "piper-joe" / f"c{n}" / "records.jsonl"
     path.parent.mkdir(parents=True)

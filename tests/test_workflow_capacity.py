@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from tests.scripted_server import Script, ScriptedServer, start_scripted_server
-from thetalker.job import BenchJob
+from thetalker.pipeline.job import BenchJob
+from thetalker.pipeline.serve_and_sweep import run_job
 from thetalker.report import capacity as capacity_report
 from thetalker.report.points import points_rows, search_records, write_points
 from thetalker.report.tables import load_points
-from thetalker.serve_and_sweep import run_job
 
 SMOOTH = Script(chunks=((0.0, 4800), (0.02, 4800), (0.02, 4800)))  # 0.3 s of audio, ahead
 GAPPY = Script(chunks=((0.0, 4800), (0.4, 4800), (0.4, 4800)))  # 0.3 s deficits
@@ -210,8 +210,8 @@ def test_open_loop_points_are_named_by_rate_and_searched_in_requests_per_second(
 
 
 def test_stock_contaminated_points_are_marked_in_tables_and_warned(tmp_path: Path) -> None:
+    from thetalker.pipeline.stock_warning import contaminated_points_warning
     from thetalker.report.tables import STOCK_CONTAMINATED, failed_mark
-    from thetalker.stock_warning import contaminated_points_warning
 
     clean, dirty = tmp_path / "a" / "provenance.json", tmp_path / "b" / "provenance.json"
     for path, flag in ((clean, False), (dirty, True)):
@@ -248,7 +248,7 @@ def test_default_run_gives_each_system_a_capacity_that_agrees_with_continuity(
 ) -> None:
     import yaml
 
-    from thetalker.capacity import find_capacity
+    from thetalker.pipeline.capacity import find_capacity
 
     workdir = default_workflow_run  # `snakemake --cores 2` on a copy (tests/conftest.py)
     config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())

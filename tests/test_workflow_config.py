@@ -1,6 +1,6 @@
 """The workflow config: both shipped configs pass the schema, bad fields are named, and the job
-spec (`thetalker.job.BenchJob`) carries every setting a run depends on (and nothing of another
-system's), with a JSON form that stays byte for byte what earlier runs stored in params."""
+spec (`thetalker.pipeline.job.BenchJob`) carries every setting a run depends on (and nothing of
+another system's), with a JSON form that stays byte for byte what earlier runs stored in params."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 import yaml
 from snakemake.utils import validate as validate_and_fill
 
-from thetalker import workflow_config as wfc
-from thetalker.job import JOB_FIELDS, BenchJob, BenchJobError
+from thetalker.pipeline import config_checks as wfc
+from thetalker.pipeline.job import JOB_FIELDS, BenchJob, BenchJobError
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED_MODELS = ["qwen3tts17b", "qwen3tts06b", "voxcpm2", "moss", "omnivoice"]
@@ -159,7 +159,7 @@ def test_job_spec_carries_every_run_setting(workdir):
     assert wfc.bench_job(edited, "vllm-omni", "moss") != wfc.bench_job(config, "vllm-omni", "moss")
 
 
-# What the workflow stored in params before BenchJob existed (thetalker.workflow_config at
+# What the workflow stored in params before BenchJob existed (thetalker.pipeline.config_checks at
 # 120d94c, same config): a job whose settings did not change keeps its params, so no rerun.
 PINNED_JOB = (
     '{"concurrency":[1,4,16],"deploy_file":null,"deploy_sha256":null,"env":{"A":"1"},'
@@ -226,7 +226,7 @@ def test_job_spec_error_names_the_field():
 
 
 def test_job_maps_onto_server_spec_and_client_options(workdir):
-    from thetalker.serve_and_sweep import bench_options, server_spec
+    from thetalker.pipeline.serve_and_sweep import bench_options, server_spec
 
     config = checked(load("published.yaml"))
     ref_text = (workdir / "reference" / "ref.txt").read_text().strip()
@@ -271,7 +271,7 @@ def test_job_maps_onto_server_spec_and_client_options(workdir):
 
 
 def test_point_failure_is_one_rule_for_every_caller():
-    from thetalker.acceptance import point_failure
+    from thetalker.pipeline.acceptance import point_failure
 
     assert point_failure({"n_ok": 0, "error_rate": 1.0}, 1.0) == "no scored request succeeded"
     assert point_failure({"n_ok": 9, "error_rate": 0.1}, 0.1) is None  # at the limit: fine
@@ -281,17 +281,13 @@ def test_point_failure_is_one_rule_for_every_caller():
     assert point_failure({"n_ok": 3, "error_rate": None}, 0.0) is None
 
 
-def test_former_module_name_still_runs_the_job():
+def test_job_module_refuses_bad_job_json():
     import subprocess
     import sys
 
-    import thetalker.bench
-    import thetalker.serve_and_sweep
-
-    assert thetalker.bench.run_job is thetalker.serve_and_sweep.run_job
     result = subprocess.run(
-        [sys.executable, "-m", "thetalker.bench", "--job", "{", "--server-log", "x"]
-        + ["--records", "r"],
+        [sys.executable, "-m", "thetalker.pipeline.serve_and_sweep", "--job", "{"]
+        + ["--server-log", "x", "--records", "r"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from thetalker.data.records import read_records
 from thetalker.metrics import summarize_point
-from thetalker.records import read_records
 
 
 def point(workdir: Path, system: str, concurrency: int) -> dict:

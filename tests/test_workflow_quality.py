@@ -1,6 +1,6 @@
 """The quality stage in the workflow: job specs from the config, `snakemake -n` on the
 published matrix (a quality run, a transcription and a score per (system, model)), and a real
-tiny run of the embedded default whose wer.md holds exactly what `thetalker.wer` computes
+tiny run of the embedded default whose wer.md holds exactly what `thetalker.quality.wer` computes
 from that run's own transcripts.
 
 `embedded_quality_run` runs the workflow once per pytest process; tests/test_report_build.py
@@ -26,8 +26,8 @@ from tests.test_workflow import planned_jobs
 from tests.workflow_copy import REPO as ROOT
 from tests.workflow_copy import copy_workflow as copy_workflow_files
 from tests.workflow_copy import smk, smk_env
-from thetalker import wer
-from thetalker import workflow_config as wfc
+from thetalker.pipeline import config_checks as wfc
+from thetalker.quality import wer
 
 __all__ = ["ROOT", "copy_workflow", "run_smk", "tiny_quality_config", "embedded_quality_run"]
 
@@ -129,7 +129,7 @@ def test_published_quality_job_uses_base_checkpoints_with_the_clip_inline():
 
 def test_asr_model_bundled_is_resolved_in_python_and_a_name_is_passed_through():
     assert DEFAULT["quality"]["asr"]["model"] == wfc.BUNDLED_ASR_MODEL
-    assert wfc.asr_model_arg(checked(DEFAULT)) == ""  # thetalker.asr finds tiny.en itself
+    assert wfc.asr_model_arg(checked(DEFAULT)) == ""  # thetalker.quality.asr finds tiny.en itself
     assert wfc.asr_model_arg(checked({**DEFAULT, "quality": {"asr": {"model": None}}})) == ""
     assert wfc.asr_model_arg(checked(PUBLISHED)) == "--model large-v3"
 

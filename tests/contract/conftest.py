@@ -167,7 +167,7 @@ def run_probe(python: Path, questions: dict, tmp: Path) -> dict:
 
 def thetalker_cli(name: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     """One of the project's console commands, run as a user would (main environment)."""
-    module = {"thetalker-bench": "thetalker.bench_cli", "thetalker-voice": "thetalker.voice_cli"}
+    module = {"thetalker-bench": "thetalker.cli.bench", "thetalker-voice": "thetalker.cli.voice"}
     return subprocess.run(
         [sys.executable, "-m", module[name], *args],
         capture_output=True,

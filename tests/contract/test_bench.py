@@ -11,9 +11,9 @@ import pytest
 
 from tests.contract.conftest import thetalker_cli
 from tests.contract.schedule import PROFILES, chunk_samples
-from thetalker.deploy import resolve
-from thetalker.records import read_records
-from thetalker.wavio import write_wav
+from thetalker.data.records import read_records
+from thetalker.data.wavio import write_wav
+from thetalker.lifecycle.deploy import resolve
 
 QWEN = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
 QWEN_BASE = "Qwen/Qwen3-TTS-12Hz-1.7B-Base"

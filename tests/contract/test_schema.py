@@ -16,8 +16,8 @@ import yaml
 from tests.contract.conftest import REPO, run_probe
 from tests.contract.schedule import PROFILES
 from thetalker.client import BenchOptions, build_request_body
-from thetalker.deploy import REGISTRY, resolve
-from thetalker.launch import ServerSpec, build_command
+from thetalker.lifecycle.deploy import REGISTRY, resolve
+from thetalker.lifecycle.launch import ServerSpec, build_command
 
 VLLM_OMNI_DEPLOYS = sorted(n for n, e in REGISTRY.items() if e.launcher == "vllm-omni")
 REF_URI = "data:audio/wav;base64,UklGRiQAAABXQVZFZm10IBAAAAABAAEAgD4AAAB9AAACABAAZGF0YQAAAAA="
@@ -53,7 +53,7 @@ def client_bodies() -> list[tuple[str, dict]]:
 
 
 def serve_lines() -> list[tuple[str, list[str]]]:
-    """The serve command line `thetalker.launch` builds for every vllm-omni deploy."""
+    """The serve command line `thetalker.lifecycle.launch` builds for every vllm-omni deploy."""
     lines = []
     for name in VLLM_OMNI_DEPLOYS:
         entry = resolve(name)

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from tests.contract.conftest import REPO
-from thetalker.deploy import resolve
-from thetalker.wavio import write_wav
+from thetalker.data.wavio import write_wav
+from thetalker.lifecycle.deploy import resolve
 
 STANDIN = REPO / "tests" / "standins" / "vllm-omni"
 QWEN = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"

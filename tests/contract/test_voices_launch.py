@@ -1,4 +1,4 @@
-"""`thetalker-voice` and the server lifecycle (`thetalker.launch`, launcher `vllm-omni`)
+"""`thetalker-voice` and the server lifecycle (`thetalker.lifecycle.launch`, launcher `vllm-omni`)
 against 0.30.0's real voices routes and speaker storage."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from tests.contract.conftest import SERVER, thetalker_cli
-from thetalker.deploy import resolve
-from thetalker.launch import ServerSpec, group_alive, launch_server
-from thetalker.wavio import write_wav
+from thetalker.data.wavio import write_wav
+from thetalker.lifecycle.deploy import resolve
+from thetalker.lifecycle.launch import ServerSpec, group_alive, launch_server
 
 QWEN = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
 

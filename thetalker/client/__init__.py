@@ -18,7 +18,7 @@ stamp the same system-wide `perf_counter` and send finished records back to the 
 the one writer of records.jsonl.
 
 Failures are data: each becomes a record with `ok: false` and an `error` of a type from
-`thetalker.records.ERROR_TYPES`, and the run goes on. Schema: docs/records.md.
+`thetalker.data.records.ERROR_TYPES`, and the run goes on. Schema: docs/records.md.
 
 Modules, one job each:
 
@@ -42,6 +42,7 @@ Modules, one job each:
 
 from __future__ import annotations
 
+from thetalker.api.speech import RESPONSE_FORMATS, STREAM_FORMATS, TASK_TYPES
 from thetalker.client.body import build_request_body
 from thetalker.client.options import (
     BenchError,
@@ -62,7 +63,6 @@ from thetalker.client.progress import (
 )
 from thetalker.client.run import arun_benchmark, run_benchmark
 from thetalker.client.schedule import new_event_loop
-from thetalker.speech_api import RESPONSE_FORMATS, STREAM_FORMATS, TASK_TYPES
 
 __all__ = [
     "TASK_TYPES",

@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Sequence
 
-from thetalker.wavio import WavError, parse_wav_header
+from thetalker.data.wavio import WavError, parse_wav_header
 
 __all__ = ["server_chunks", "sse_chunks", "strip_wav_header"]
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from thetalker import metrics
-from thetalker.speech_api import (
+from thetalker.api.speech import (
     MAX_INSTRUCTIONS_CHARS,
     RESPONSE_FORMATS,
     STREAM_FORMATS,
     TASK_TYPES,
 )
-from thetalker.wavio import WavError, check_reference_clip
+from thetalker.data.wavio import WavError, check_reference_clip
 
 __all__ = [
     "BenchOptions",
@@ -67,7 +67,7 @@ class BenchOptions:
     text_pace_jitter: float = 0.0  # each gap times a seeded uniform 1 +- this (0 <= j < 1)
     text_trace: str | None = None  # a file of recorded piece offsets; replaces the pace
     split_granularity: str = "sentence"  # the server's unit: none, sentence or clause
-    # The variable holding the API key (thetalker.api_key; None: its defaults). Never the key.
+    # The variable holding the API key (thetalker.api.auth; None: its defaults). Never the key.
     api_key_env: str | None = None
     # An explicit sample_rate checked against the server's (one non-streamed wav request
     # before the warmup; thetalker-bench sets it unless --trust-sample-rate).
@@ -96,7 +96,7 @@ def validate_options(opts: BenchOptions) -> None:
     def bad(name: str, why: str) -> None:
         raise OptionsError(f"{name}: {why}")
 
-    from thetalker.api_key import ApiKeyError, api_key_from_env
+    from thetalker.api.auth import ApiKeyError, api_key_from_env
 
     try:
         api_key_from_env(opts.api_key_env)

@@ -7,10 +7,10 @@ from typing import Any
 
 import aiohttp
 
+from thetalker.api.speech import error_message, speech_url
 from thetalker.client.options import ProbeError, SampleRateError
 from thetalker.client.receive import _describe
-from thetalker.speech_api import error_message, speech_url
-from thetalker.wavio import WavError, parse_wav_header
+from thetalker.data.wavio import WavError, parse_wav_header
 
 __all__ = ["probe_sample_rate"]
 

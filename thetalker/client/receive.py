@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from thetalker.prompts import Prompt
+from thetalker.data.prompts import Prompt
 
 _ERROR_BODY_LIMIT = 64 * 1024
 _JSON_HEADERS = {"Content-Type": "application/json"}

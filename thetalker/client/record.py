@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from thetalker import metrics
+from thetalker.api.speech import error_message
 from thetalker.client.decode import server_chunks, sse_chunks, strip_wav_header
 from thetalker.client.options import BenchOptions
 from thetalker.client.receive import _ERROR_BODY_LIMIT, _Exchange, _is_stream_type
-from thetalker.records import Record, RequestFigures, error_info
-from thetalker.speech_api import error_message
-from thetalker.wavio import write_wav
+from thetalker.data.records import Record, RequestFigures, error_info
+from thetalker.data.wavio import write_wav
 
 __all__ = ["RunContext", "build_record"]
 

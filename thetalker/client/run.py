@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from thetalker.api.speech import SpeechApiError, normalize_base_url, register_voice
 from thetalker.client.body import BodyEncoder, build_request_body
 from thetalker.client.options import (
     BenchError,
@@ -36,11 +37,10 @@ from thetalker.client.sinks import open_sink
 from thetalker.client.summary import point_summary
 from thetalker.client.websocket import WsSender
 from thetalker.client.workers import run_workers
-from thetalker.fdlimit import FdLimitError, ensure_fd_limit
-from thetalker.prompts import Prompt, ordered_prompts
-from thetalker.records import write_json
-from thetalker.speech_api import SpeechApiError, normalize_base_url, register_voice
-from thetalker.wavio import wav_data_uri
+from thetalker.data.prompts import Prompt, ordered_prompts
+from thetalker.data.records import write_json
+from thetalker.data.wavio import wav_data_uri
+from thetalker.util.fdlimit import FdLimitError, ensure_fd_limit
 
 __all__ = ["arun_benchmark", "run_benchmark"]
 
@@ -61,7 +61,7 @@ async def arun_benchmark(
     as `cancelled`, a summary with `complete: false` is written, and CancelledError goes on.
     """
     validate_options(opts)
-    try:  # a descriptor per stream, or refused before anything is sent (thetalker.fdlimit)
+    try:  # a descriptor per stream, or refused before anything is sent (thetalker.util.fdlimit)
         ensure_fd_limit(opts.concurrency)
     except FdLimitError as exc:
         raise OptionsError(f"concurrency: {exc}") from None

@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from thetalker.prompts import Prompt
+from thetalker.data.prompts import Prompt
 
 __all__ = ["Item", "Send", "closed_loop", "open_loop", "arrival_offsets", "dispatch"]
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import aiohttp
 
-from thetalker.api_key import auth_headers
+from thetalker.api.auth import auth_headers
+from thetalker.api.speech import speech_url
 from thetalker.client.body import BodyEncoder
 from thetalker.client.options import BenchOptions
 from thetalker.client.receive import _connect_trace, _Exchange, _receive
 from thetalker.client.schedule import Item
 from thetalker.client.sinks import RecordSink
-from thetalker.speech_api import speech_url
 
 __all__ = ["open_session", "InFlight", "Sender"]
 

@@ -16,7 +16,7 @@ from thetalker.client.child import ParentWatch
 from thetalker.client.options import BenchError, effective_workers
 from thetalker.client.receive import _describe, _Exchange
 from thetalker.client.record import RunContext, build_record
-from thetalker.records import RecordWriteError, append_record, read_records
+from thetalker.data.records import RecordWriteError, append_record, read_records
 
 __all__ = ["PROCESS_SINK_FROM", "RecordSink", "ThreadSink", "ProcessSink", "open_sink"]
 

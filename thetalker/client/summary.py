@@ -12,8 +12,8 @@ import aiohttp
 
 from thetalker import metrics
 from thetalker.client.options import BenchOptions
-from thetalker.records import SCHEMA_VERSION
-from thetalker.redact import redact_url
+from thetalker.data.records import SCHEMA_VERSION
+from thetalker.util.redact import redact_url
 
 __all__ = ["point_summary", "options_dict"]
 

@@ -17,7 +17,7 @@ from typing import Any
 from thetalker import metrics
 from thetalker.client.record import RunContext, figures_of, identity_fields, saved_audio
 from thetalker.client.websocket import WsExchange
-from thetalker.records import Record, error_info
+from thetalker.data.records import Record, error_info
 
 __all__ = ["build_ws_record", "parse_events", "sentence_units"]
 

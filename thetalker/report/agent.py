@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from thetalker.data.records import RecordError, read_records
 from thetalker.metrics import Interval, agent_intervals
-from thetalker.records import RecordError, read_records
 
 __all__ = ["AgentPoint", "load_point", "agent_table", "agent_rows", "agent_figure", "main"]
 

@@ -1,9 +1,9 @@
 """capacity.md and capacity.png: how many streams each (system, model) holds.
 
 From results/points.csv (records alone): each point holds the service level or not
-(`thetalker.capacity.ServiceLevel`: continuity at or above `report.min_continuity_pct`,
+(`thetalker.pipeline.capacity.ServiceLevel`: continuity at or above `report.min_continuity_pct`,
 and TTFA p90 at or below `report.ttfa_slo_s` when set); the capacity is
-`thetalker.capacity.find_capacity` over the closed-loop points (streams) and, where there
+`thetalker.pipeline.capacity.find_capacity` over the closed-loop points (streams) and, where there
 are open-loop points, over those (requests per second). Points the bisection added (off
 `--grid`) count like any other and are drawn hollow. Beside the capacity: continuity and
 TTFA p90 there, with their intervals, and the price (`thetalker.metrics.point_cost`) at the
@@ -28,8 +28,8 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from thetalker.capacity import NEVER, NO_POINTS, Capacity, ServiceLevel, find_capacity  # noqa: E402
 from thetalker.metrics import point_cost  # noqa: E402
+from thetalker.pipeline.capacity import NEVER, NO_POINTS, Capacity, ServiceLevel, find_capacity  # noqa: E402
 from thetalker.report.tables import (  # noqa: E402
     MISSING,
     add_point_arguments,

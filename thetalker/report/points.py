@@ -14,7 +14,7 @@ Continuity at each threshold T is `continuity_pct_{T}s` (with `_low`, `_high`). 
 `records` column lists the point's records files (`;`-separated, one per round), which
 the tables read again for the ratio column's interval.
 
-The capacity search's points (thetalker.serve_and_sweep) sit in
+The capacity search's points (thetalker.pipeline.serve_and_sweep) sit in
 `.../{system}/{model}/search/{point}/`, listed by the job's `search.json`
 (`--search-manifests`): rows like any other, with `search_point` true. `stock_contaminated`
 is the flag of the point's provenance.json beside its records (None without one).
@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from thetalker.data.records import RecordError, read_json, read_records
 from thetalker.metrics import (
     CONTINUITY_THRESHOLDS_S,
     Interval,
     point_intervals,
     summarize_point,
 )
-from thetalker.records import RecordError, read_json, read_records
 
 __all__ = [
     "POINT_KEYS",

@@ -1,6 +1,6 @@
 """results/tables/provenance.md: where each load point's numbers came from.
 
-One row per point, read from its ``provenance.json`` (written by ``thetalker.provenance``):
+One row per point, read from its ``provenance.json`` (written by ``thetalker.pipeline.provenance``):
 system, model, concurrency, workflow commit, deploy file sha256, server version, GPU (or
 CPU), and the UTC date and time the point started. Rows follow the order of the paths given
 (the workflow passes them in config order). System, model and concurrency come from the file,
@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from thetalker.provenance import PROVENANCE_SCHEMA
-from thetalker.records import RecordError, read_json
+from thetalker.data.records import RecordError, read_json
+from thetalker.pipeline.provenance import PROVENANCE_SCHEMA
 
 __all__ = ["HEADER", "MISSING", "ProvenanceError", "provenance_row", "provenance_table", "main"]
 

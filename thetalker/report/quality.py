@@ -1,6 +1,6 @@
 """The WER table and figure from the wer.json files of the quality stage.
 
-They print what `thetalker.wer.summarize` wrote and compute nothing new: the table shows
+They print what `thetalker.quality.wer.summarize` wrote and compute nothing new: the table shows
 `wer_pm` (`x.xx ± y.yy`, percent) per model (row) and system (column), with the ASR model
 and the normaliser named under it; the figure draws each WER as a point with its
 bootstrap interval as an asymmetric bar. A wer.json without `system`/`model` labels takes

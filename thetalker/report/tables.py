@@ -30,8 +30,8 @@ from typing import Any
 
 import pandas as pd
 
+from thetalker.data.records import RecordError, read_records
 from thetalker.metrics import Interval, point_cost, rtfx_ratio_interval
-from thetalker.records import RecordError, read_records
 from thetalker.report.points import threshold_column
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Audio containers the server writes and reads: WAV headers, FLAC, and WAV duration.
 
-WAV headers come from `thetalker.wavio` (the client parses what the server writes with the
+WAV headers come from `thetalker.data.wavio` (the client parses what the server writes with the
 same module); FLAC needs `soundfile`, optionally.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import struct
 
-from thetalker.wavio import STREAMING_SIZE, build_wav_header, iter_wav_chunks, wav_bytes
+from thetalker.data.wavio import STREAMING_SIZE, build_wav_header, iter_wav_chunks, wav_bytes
 
 __all__ = [
     "STREAMING_SIZE",

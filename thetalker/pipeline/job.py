@@ -1,7 +1,7 @@
 """The job spec of one (system, model) run: what the workflow hands to `serve_and_sweep`.
 
-`BenchJob` is the typed contract between `thetalker.workflow_config` (which builds one from
-the checked config) and `thetalker.serve_and_sweep` (which serves the model and runs every
+`BenchJob` is the typed contract between `thetalker.pipeline.config_checks` (which builds one from
+the checked config) and `thetalker.pipeline.serve_and_sweep` (which serves the model and runs every
 concurrency point from it). It travels through Snakemake's `params` as canonical JSON
 (`to_json`: sorted keys, no spaces), so any change to any field reruns exactly that job.
 `to_json` writes the shape the workflow has always written (lists, string keys in
@@ -29,7 +29,7 @@ class BenchJob:
 
     system: str
     model: str
-    launcher: str  # "local" or "vllm-omni" (thetalker.launch.LAUNCHERS)
+    launcher: str  # "local" or "vllm-omni" (thetalker.lifecycle.launch.LAUNCHERS)
     model_id: str  # served model id: given to the launcher, sent as "model"
     deploy_file: str | None  # None: the server's own defaults
     deploy_sha256: str | None  # the deploy file's content, so an edit changes the spec
@@ -61,7 +61,7 @@ class BenchJob:
     repeats: int = 1  # rounds of each point, back to back on the server (round1..roundN)
     request_rates: tuple[float, ...] = ()  # open-loop points (requests/s), after the closed
     rate_requests: int | None = None  # scored requests at each request-rate point
-    # The bisection of thetalker.capacity in the same server session, None: off. Keys:
+    # The bisection of thetalker.pipeline.capacity in the same server session, None: off. Keys:
     # max_steps, min_continuity_pct, ttfa_slo_s (the service level, report.*).
     capacity: Mapping[str, Any] | None = None
 
@@ -154,7 +154,7 @@ def _check_values(job: BenchJob) -> None:
     def bad(name: str, why: str) -> None:
         raise BenchJobError(f"job field {name}: {why}")
 
-    if job.launcher not in ("local", "vllm-omni"):  # thetalker.launch.LAUNCHERS
+    if job.launcher not in ("local", "vllm-omni"):  # thetalker.lifecycle.launch.LAUNCHERS
         bad("launcher", f"{job.launcher!r} is not one of local, vllm-omni")
     if any(c < 1 for c in job.concurrency):
         bad("concurrency", f"each point must be at least 1 (got {list(job.concurrency)})")
@@ -196,9 +196,9 @@ def check_job_inputs(job: BenchJob) -> None:
     cloning job's reference clip (1 to 30 s) and transcript exist. BenchJobError, one line."""
     from pathlib import Path
 
-    from thetalker.prompts import PromptError, load_prompts
-    from thetalker.wavio import WavError, check_reference_clip
-    from thetalker.yaml_files import YamlFileError, load_yaml_mapping
+    from thetalker.data.prompts import PromptError, load_prompts
+    from thetalker.data.wavio import WavError, check_reference_clip
+    from thetalker.data.yaml_files import YamlFileError, load_yaml_mapping
 
     try:
         load_prompts(job.prompts)

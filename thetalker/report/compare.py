@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from thetalker import metrics
+from thetalker.data.records import RecordError, read_records
 from thetalker.metrics import Interval
-from thetalker.records import RecordError, read_records
 from thetalker.report.points import PointPathError, point_location
 
 __all__ = [

@@ -35,7 +35,8 @@ __all__ = [
     "sse_refusal",
 ]
 
-DEPLOY_DIR = Path(__file__).resolve().parent / "deploy_configs"
+# Package data at the package root (deploy/ at the repository root links to it).
+DEPLOY_DIR = Path(__file__).resolve().parents[1] / "deploy_configs"
 
 # Voice modes: how the published runs chose the voice for each model.
 VOICE_SPEAKER = "speaker"  # a built-in speaker, sent as "speaker"
@@ -51,7 +52,7 @@ class DeployEntry:
     filename: str
     model_id: str
     sample_rate: int
-    launcher: str  # "vllm-omni" or "local" (see thetalker.launch)
+    launcher: str  # "vllm-omni" or "local" (see thetalker.lifecycle.launch)
     stock_file: str  # what the header's "# stock:" values refer to
     mps: bool = False  # serve under an NVIDIA MPS daemon
     extra_args: tuple[str, ...] = ()  # extra serve flags beyond the launcher's own

@@ -1,6 +1,6 @@
 """The speech API as this project speaks it: URLs, the contract's constants, voices, errors.
 
-One place for what the client, the server lifecycle (`thetalker.launch`) and the console
+One place for what the client, the server lifecycle (`thetalker.lifecycle.launch`) and the console
 scripts share about `/v1/audio/speech` and `/v1/audio/voices` (docs/speech-api.md, and
 vllm-omni 0.30.0's own serving code): the base URL form, the task types and formats, the
 limits, voice registration, listing and deletion over HTTP, and the one parser of error
@@ -20,8 +20,8 @@ from urllib.parse import quote
 
 import aiohttp
 
-from thetalker.api_key import auth_headers
-from thetalker.wavio import REFERENCE_CLIP_S, parse_wav_header
+from thetalker.api.auth import auth_headers
+from thetalker.data.wavio import REFERENCE_CLIP_S, parse_wav_header
 
 __all__ = [
     "TASK_TYPES",
@@ -188,7 +188,7 @@ def register_voice_blocking(
 
     async def upload() -> dict[str, Any]:
         timeout = aiohttp.ClientTimeout(total=timeout_s)
-        # A server started with an API key: the key from its variable (thetalker.api_key).
+        # A server started with an API key: the key from its variable (thetalker.api.auth).
         async with aiohttp.ClientSession(timeout=timeout, headers=auth_headers()) as session:
             return await register_voice(session, base_url, name, audio_path, ref_text, consent)
 

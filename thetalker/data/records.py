@@ -39,7 +39,7 @@ __all__ = [
     "read_json",
 ]
 
-SCHEMA_VERSION = "thetalker.records/1"
+SCHEMA_VERSION = "thetalker.data.records/1"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ Two backends behind one small interface (`Transcriber`):
 
 Both decode greedily (temperature 0, no fallback, beam 1), in English, so a rerun
 gives the same words. `main` reads a records.jsonl, transcribes each scored record's
-saved audio, scores each sentence with `thetalker.wer` and writes transcripts.jsonl
+saved audio, scores each sentence with `thetalker.quality.wer` and writes transcripts.jsonl
 plus a sidecar transcripts.meta.json naming the ASR model and versions.
 """
 
@@ -30,9 +30,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from thetalker import wer
-from thetalker.records import RecordError, read_records, write_json
-from thetalker.wavio import WavError, read_wav
+from thetalker.data.records import RecordError, read_records, write_json
+from thetalker.data.wavio import WavError, read_wav
+from thetalker.quality import wer
 
 __all__ = [
     "BACKENDS",
@@ -389,7 +389,9 @@ class _NoTranscriber:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m thetalker.asr", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m thetalker.quality.asr", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--records", required=True, help="records.jsonl of a run that saved audio")
     p.add_argument("--out", required=True, help="transcripts.jsonl to write")
     p.add_argument("--backend", choices=BACKENDS, default="faster-whisper")

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from thetalker.acceptance import point_failure
+from thetalker.api.speech import RESPONSE_FORMATS, STREAM_FORMATS, TASK_TYPES, VOICES_LIST_HINT
 from thetalker.client import (
     BenchError,
     BenchOptions,
@@ -32,8 +32,8 @@ from thetalker.client.progress import (
     TtyReporter,
     format_point_end,
 )
-from thetalker.prompts import PromptError, load_prompts
-from thetalker.speech_api import RESPONSE_FORMATS, STREAM_FORMATS, TASK_TYPES, VOICES_LIST_HINT
+from thetalker.data.prompts import PromptError, load_prompts
+from thetalker.pipeline.acceptance import point_failure
 
 __all__ = [
     "build_parser",
@@ -168,7 +168,7 @@ def _expected_sample_rate(args: argparse.Namespace) -> int | None:
     """--expected-sample-rate, else the rate of the --deploy name's model."""
     if args.expected_sample_rate is not None or not args.deploy:
         return args.expected_sample_rate
-    from thetalker.deploy import UnknownDeployError, resolve
+    from thetalker.lifecycle.deploy import UnknownDeployError, resolve
 
     try:
         return resolve(args.deploy).sample_rate
@@ -180,7 +180,7 @@ def _speaker(args: argparse.Namespace) -> str | None:
     """--speaker, else the speaker the --deploy name's model documents (if any)."""
     if args.speaker or not args.deploy:
         return args.speaker
-    from thetalker.deploy import UnknownDeployError, resolve
+    from thetalker.lifecycle.deploy import UnknownDeployError, resolve
 
     try:
         return resolve(args.deploy).speaker
@@ -203,7 +203,7 @@ def refuse_sse_without_streaming(deploy_name: str | None, opts: BenchOptions) ->
     body: every request would fail as a content_type error, so refuse before sending."""
     if not deploy_name or opts.stream_format != "sse":
         return
-    from thetalker.deploy import UnknownDeployError, resolve, sse_refusal
+    from thetalker.lifecycle.deploy import UnknownDeployError, resolve, sse_refusal
 
     try:
         refusal = sse_refusal(resolve(deploy_name), "--stream-format")
@@ -244,7 +244,7 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
 
 def exit_status(summary: dict[str, Any], max_error_rate: float) -> int:
     """1 when nothing succeeded or the scored error rate is above the limit, else 0: the
-    workflow's rule for a point too (thetalker.acceptance)."""
+    workflow's rule for a point too (thetalker.pipeline.acceptance)."""
     return 0 if point_failure(summary, max_error_rate) is None else 1
 
 

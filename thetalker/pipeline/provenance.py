@@ -8,9 +8,9 @@ ran in (if any), start and end times (ISO 8601 UTC), the seed, the sha256 of the
 and of the reference clip, the resource sampler's peaks, and what the serving environment has
 installed (``serving_env``: vllm, vllm-omni, thestage-vllm-omni and the entry-point plugins the
 server loads; ``stock_contaminated`` true when a stock vllm-omni point was served with the
-thestage library active, see ``thetalker.serving_env``, with a warning on stderr, the job
+thestage library active, see ``thetalker.lifecycle.serving_env``, with a warning on stderr, the job
 log). No secret is written: env values of secret-looking names, ``--api-key``-style values
-in command lines and passwords in URLs are redacted (``thetalker.redact``), in the config
+in command lines and passwords in URLs are redacted (``thetalker.util.redact``), in the config
 slice too. Nothing here raises because a
 fact is unavailable: a server that does not answer, a file that is gone or a missing ``git``
 becomes ``None`` or an ``error`` string, so measuring never fails for want of its provenance.
@@ -18,8 +18,8 @@ becomes ``None`` or an ``error`` string, so measuring never fails for want of it
 The call in ``bench.py``, per concurrency point (``job`` is the decoded ``--job`` JSON,
 ``server`` the handle ``launch_server`` yields)::
 
-    from thetalker.provenance import utc_now, write_provenance
-    from thetalker.sampler import ResourceSampler
+    from thetalker.pipeline.provenance import utc_now, write_provenance
+    from thetalker.pipeline.sampler import ResourceSampler
 
     started = utc_now()
     with ResourceSampler(pid=server.pid) as sampler:
@@ -53,10 +53,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from thetalker.records import write_json
-from thetalker.redact import redact_command, redact_config, redact_url
-from thetalker.redact import redact_env as _redact_env
-from thetalker.serving_env import contamination
+from thetalker.data.records import write_json
+from thetalker.lifecycle.serving_env import contamination
+from thetalker.util.redact import redact_command, redact_config, redact_url
+from thetalker.util.redact import redact_env as _redact_env
 
 __all__ = [
     "PROVENANCE_SCHEMA",
@@ -73,7 +73,7 @@ __all__ = [
     "redact_env",
 ]
 
-PROVENANCE_SCHEMA = "thetalker.provenance/1"
+PROVENANCE_SCHEMA = "thetalker.pipeline.provenance/1"
 # Distribution names whose versions change what a number means.
 PACKAGES = (
     "thetalker",

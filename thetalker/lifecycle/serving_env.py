@@ -141,7 +141,7 @@ def _log_mentions(log_path: str | Path | None, words: Sequence[str]) -> list[str
     try:
         with open(log_path, encoding="utf-8", errors="replace") as fh:
             for line in fh:
-                if line.startswith("# thetalker.launch:"):  # our own command line
+                if line.startswith("# thetalker.lifecycle.launch:"):  # our own command line
                     continue
                 if pattern.search(line):
                     found.append(line.rstrip()[:300])

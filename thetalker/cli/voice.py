@@ -7,7 +7,7 @@
 
 The last form, with no subcommand, registers: it is the original benchmark's command.
 `--ref-audio` is also accepted for `--audio` after `register`. This module only parses
-arguments and prints; the requests are `thetalker.speech_api`'s.
+arguments and prints; the requests are `thetalker.api.speech`'s.
 
 Exit status: 0; 1 when the server refused or could not be reached; 2 for bad arguments
 (one line on stderr).
@@ -24,8 +24,8 @@ from typing import Any, NoReturn
 
 import aiohttp
 
-from thetalker.api_key import auth_headers
-from thetalker.speech_api import (
+from thetalker.api.auth import auth_headers
+from thetalker.api.speech import (
     DEFAULT_CONSENT,
     SpeechApiError,
     delete_voice,
@@ -33,7 +33,7 @@ from thetalker.speech_api import (
     normalize_base_url,
     register_voice,
 )
-from thetalker.wavio import WavError, check_reference_clip
+from thetalker.data.wavio import WavError, check_reference_clip
 
 __all__ = ["build_parser", "main"]
 
@@ -96,7 +96,7 @@ def _resolve_command(parser: argparse.ArgumentParser, args: argparse.Namespace) 
 
 async def _run(args: argparse.Namespace, base_url: str) -> Any:
     timeout = aiohttp.ClientTimeout(total=args.timeout)
-    # A server started with an API key: the key from its variable (thetalker.api_key).
+    # A server started with an API key: the key from its variable (thetalker.api.auth).
     async with aiohttp.ClientSession(timeout=timeout, headers=auth_headers()) as session:
         if args.command == "register":
             return await register_voice(

@@ -1,7 +1,7 @@
 """One (system, model) job of the workflow: serve, warm up, sweep every point, search, stop.
 
 A model server takes minutes to start on a GPU, so one job serves every load point of its
-model: `thetalker.launch.launch_server` starts it (free port, health wait, MPS, voice
+model: `thetalker.lifecycle.launch.launch_server` starts it (free port, health wait, MPS, voice
 registration), then each point runs in the job's order through `thetalker.client.run_benchmark`
 into its own folder (records.jsonl, summary.json, provenance.json), and the server's whole
 process group is stopped when the block is left, also on an error, SIGTERM or Ctrl-C.
@@ -10,18 +10,18 @@ The points: the concurrency grid (`c{N}`, closed loop), then the request rates (
 loop). With `repeats` N > 1 each point runs N times back to back (`{point}/round1/` ..
 `roundN/`). With a capacity search (`capacity.refine`) the job then bisects, on the same
 server, between the last load that holds the service level and the first that does not
-(`thetalker.capacity.refine`, at most `capacity.max_steps` points): those search points are
+(`thetalker.pipeline.capacity.refine`, at most `capacity.max_steps` points): those search points are
 points like any other, written under `search/{point}/` beside the manifest `search.json`
 (`--search-manifest`), which lists them (none when the search is off or has no bracket)
 and the capacity the job found. A search point whose requests fail past `max_error_rate`
 does not hold the level; it does not fail the job.
 
-The job is a `thetalker.job.BenchJob`, passed as its canonical JSON (Snakemake's params, so
+The job is a `thetalker.pipeline.job.BenchJob`, passed as its canonical JSON (Snakemake's params, so
 any change to it reruns the job). Where each grid point goes is the rule's business: its
 records.jsonl outputs, one per point and round in the job's order (points, then rounds),
 and each point writes its files beside its records:
 
-    python -m thetalker.serve_and_sweep --job '{...}' --server-log L --records R1 R2 ... \
+    python -m thetalker.pipeline.serve_and_sweep --job '{...}' --server-log L --records R1 R2 ... \
         [--search-manifest results/runs/S/M/search.json]
 """
 
@@ -37,13 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from thetalker.acceptance import point_failure
-from thetalker.job import BenchJob, BenchJobError, check_job_inputs, rate_label
-from thetalker.point_warnings import point_warning
+from thetalker.pipeline.acceptance import point_failure
+from thetalker.pipeline.job import BenchJob, BenchJobError, check_job_inputs, rate_label
+from thetalker.pipeline.point_warnings import point_warning
 
 if TYPE_CHECKING:  # imported lazily at run time: `--help` needs neither aiohttp nor the server
     from thetalker.client import BenchOptions
-    from thetalker.launch import ServerSpec
+    from thetalker.lifecycle.launch import ServerSpec
 
 __all__ = [
     "Load",
@@ -98,8 +98,8 @@ def _ref_text(job: BenchJob) -> str | None:
 
 
 def server_spec(job: BenchJob, server_log: Path) -> ServerSpec:
-    """The `thetalker.launch.ServerSpec` of a job (port chosen free at launch)."""
-    from thetalker.launch import ServerSpec
+    """The `thetalker.lifecycle.launch.ServerSpec` of a job (port chosen free at launch)."""
+    from thetalker.lifecycle.launch import ServerSpec
 
     register = None
     if job.voice.get("clone") == "registered":
@@ -177,10 +177,10 @@ class _Session:
         thetalker.report.points computes it), with `failure` when a round failed its
         acceptance. A failed grid point stops the job; a failed search point only fails."""
         from thetalker.client import format_point_end, run_benchmark
+        from thetalker.data.records import read_records, write_json
         from thetalker.metrics import summarize_point
-        from thetalker.provenance import collect_provenance, utc_now
-        from thetalker.records import read_records, write_json
-        from thetalker.sampler import ResourceSampler
+        from thetalker.pipeline.provenance import collect_provenance, utc_now
+        from thetalker.pipeline.sampler import ResourceSampler
 
         job, name = self.job, f"{self.job.system}/{self.job.model}"
         failure = None
@@ -227,7 +227,7 @@ def _search(
     """The capacity search (job.capacity): bisection on the closed loop, then on the open
     loop with the steps left. Returns the search points (manifest entries) and the
     capacity found per loop kind."""
-    from thetalker.capacity import ServiceLevel, find_capacity, refine
+    from thetalker.pipeline.capacity import ServiceLevel, find_capacity, refine
 
     job = session.job
     spec = dict(job.capacity or {})
@@ -296,7 +296,7 @@ def write_search_manifest(
     capacity: dict[str, Any],
 ) -> None:
     """search.json: the job's search points (none when off or nothing to refine)."""
-    from thetalker.records import write_json
+    from thetalker.data.records import write_json
 
     write_json(
         path,
@@ -323,11 +323,12 @@ def run_job(
     records file (in the job's order: points, then rounds), then the capacity search when
     the job has one and `search_manifest` is given (search points under its `search/`
     folder; the manifest written in every case). Returns the grid points' summaries.
-    `launch`: what serves the spec (thetalker.launch.launch_server; a test's own server)."""
+    `launch`: what serves the spec (thetalker.lifecycle.launch.launch_server; a test's own
+    server)."""
     from thetalker.client import LineReporter
-    from thetalker.fdlimit import ensure_fd_limit
-    from thetalker.launch import launch_server
-    from thetalker.prompts import load_prompts
+    from thetalker.data.prompts import load_prompts
+    from thetalker.lifecycle.launch import launch_server
+    from thetalker.util.fdlimit import ensure_fd_limit
 
     loads = grid_loads(job)
     if len(records) != len(loads) * job.repeats:
@@ -382,7 +383,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 def main(
-    argv: Sequence[str] | None = None, prog: str = "python -m thetalker.serve_and_sweep"
+    argv: Sequence[str] | None = None, prog: str = "python -m thetalker.pipeline.serve_and_sweep"
 ) -> int:
     args = _parser(prog).parse_args(argv)
     try:

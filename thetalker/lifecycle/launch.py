@@ -14,12 +14,12 @@ spoil the next measured run, hence the care.
 The server's PID, process group and port are written to a record (``ServerSpec.record_path``,
 by default ``<log stem>.pid.json`` beside the log) the moment it starts, and the record is
 removed once the group is gone. A run whose launcher was SIGKILLed leaves it behind: the next
-launch with the same record finds that server (``thetalker.leftover``) and stops its group
+launch with the same record finds that server (``thetalker.lifecycle.leftover``) and stops its group
 (``leftover="stop"``) or refuses with one line naming it (``"refuse"``). A fixed port that is
 busy, or a GPU that nvidia-smi shows in use (vllm-omni launcher), is refused with one line
 naming the PID that holds it. Secrets reach the server only through the environment:
 ``secret_env`` names variables copied from this process's environment, and every command line
-and env recorded is redacted (``thetalker.redact``).
+and env recorded is redacted (``thetalker.util.redact``).
 
 Launchers: ``local`` runs ``python -m thetalker.server``; ``vllm-omni`` runs
 ``vllm-omni serve <id> --omni --trust-remote-code ...`` with ``SPEAKER_SAMPLES_DIR`` pointed
@@ -45,11 +45,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from thetalker import leftover as _leftover
-from thetalker import speech_api
-from thetalker.redact import redact_command, redact_env
-from thetalker.serving_env import contamination, probe_serving_env, server_python
-from thetalker.wavio import WavError
+from thetalker.api import speech as speech_api
+from thetalker.data.wavio import WavError
+from thetalker.lifecycle import leftover as _leftover
+from thetalker.lifecycle.serving_env import contamination, probe_serving_env, server_python
+from thetalker.util.redact import redact_command, redact_env
 
 __all__ = [
     "LAUNCHERS",
@@ -72,7 +72,7 @@ LAUNCHERS = ("local", "vllm-omni")
 LEFTOVER_POLICIES = ("stop", "refuse")
 # The "vllm-omni" system asks for stock vllm-omni. Neither vllm nor vllm-omni reads this
 # variable (outside code enters as entry-point plugins); it marks the intent, and
-# thetalker.serving_env checks what the server really loaded.
+# thetalker.lifecycle.serving_env checks what the server really loaded.
 VLLM_OMNI_STOCK_ENV = {"THESTAGE_VLLM_OMNI": "0"}
 LOG_TAIL_LINES = 30
 _POLL_S = 0.2
@@ -120,7 +120,7 @@ class RunningServer:
     """A healthy server: what was run, with which variables, where it answers."""
 
     base_url: str  # no trailing /v1
-    command: list[str]  # redacted (thetalker.redact): safe to record
+    command: list[str]  # redacted (thetalker.util.redact): safe to record
     env: dict[str, str]  # the variables set on top of the inherited environment, redacted
     pid: int
     port: int
@@ -128,7 +128,7 @@ class RunningServer:
     voice: str | None = None  # the registered voice's name, when one was registered
     pgid: int | None = None
     record_path: Path | None = None  # the PID record (removed once the server is stopped)
-    serving_env: dict | None = None  # thetalker.serving_env.probe_serving_env's facts
+    serving_env: dict | None = None  # thetalker.lifecycle.serving_env.probe_serving_env's facts
 
     def as_record(self) -> dict:
         return {
@@ -431,7 +431,7 @@ def _clear_leftover(record_path: Path, spec: ServerSpec) -> None:
         raise ServerStartError(
             f"{where}, is left from an earlier run; stop it with: kill -TERM -- -{found.pgid}"
         )
-    print(f"thetalker.launch: stopping leftover {where}", file=sys.stderr, flush=True)
+    print(f"thetalker.lifecycle.launch: stopping leftover {where}", file=sys.stderr, flush=True)
     try:
         with _signals_held():
             gone = _leftover.stop_group(found.pgid, spec.stop_grace_s)
@@ -467,7 +467,11 @@ def _check_gpu_empty() -> None:
     try:
         pids = gpu_compute_pids()
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-        print(f"thetalker.launch: warning: GPU check skipped: {exc}", file=sys.stderr, flush=True)
+        print(
+            f"thetalker.lifecycle.launch: warning: GPU check skipped: {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
         return
     if pids:
         holders = ", ".join(_leftover.describe_pid(p) for p in pids)
@@ -483,8 +487,9 @@ def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict:
     if verdict["stock_contaminated"]:
         names = ", ".join(str(p.get("name")) for p in verdict["thestage_plugins"]) or "?"
         print(
-            f"thetalker.launch: warning: a stock vllm-omni server, but thestage-vllm-omni "
-            f"{verdict['thestage_version']} is installed and its plugin(s) {names} will load "
+            "thetalker.lifecycle.launch: warning: a stock vllm-omni server, but "
+            f"thestage-vllm-omni {verdict['thestage_version']} is installed and its plugin(s) "
+            f"{names} will load "
             "(THESTAGE_VLLM_OMNI is read by neither vllm nor vllm-omni; VLLM_PLUGINS filters)",
             file=sys.stderr,
             flush=True,
@@ -528,7 +533,7 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
             set_env.update(mps.env)
         serving_env = _probe(spec, cmd, {**os.environ, **set_env})
         with open(log_path, "ab") as log:
-            log.write(f"# thetalker.launch: {' '.join(shown)}\n".encode())
+            log.write(f"# thetalker.lifecycle.launch: {' '.join(shown)}\n".encode())
             log.flush()
             proc = subprocess.Popen(
                 cmd,

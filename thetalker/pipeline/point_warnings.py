@@ -1,11 +1,12 @@
 """Warnings for accepted points that had failures: a number next to failures is no clean number.
 
 With `max_error_rate: 1.0` (the published setting) a point where most requests failed still
-passes `thetalker.acceptance.point_failure`; the tables mark it (thetalker.report.tables), and
+passes `thetalker.pipeline.acceptance.point_failure`; the tables mark it
+(thetalker.report.tables), and
 so do the bench job's log (`point_warning`, one line per point) and the end of a Snakemake run
 (`failed_points_warning`, from the `onsuccess` handler of rules/common.smk).
 
-    python -m thetalker.point_warnings results/runs/*/*/c*/summary.json
+    python -m thetalker.pipeline.point_warnings results/runs/*/*/c*/summary.json
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ def describe_pid(pid: int) -> str:
         raw = (_PROC / str(pid) / "cmdline").read_bytes()
     except OSError:
         return f"PID {pid}"
-    from thetalker.redact import redact_command
+    from thetalker.util.redact import redact_command
 
     words = redact_command(raw.decode("utf-8", "replace").split("\0")[:-1] or []) or []
     text = " ".join(words)

@@ -1,6 +1,6 @@
 """The end-of-run warning for stock points served with the optimized library installed.
 
-thetalker.provenance records `stock_contaminated` (a top-level boolean) in each point's
+thetalker.pipeline.provenance records `stock_contaminated` (a top-level boolean) in each point's
 provenance.json: a "stock" system whose server interpreter had the optimized plugin
 installed measured something else than stock. The tables mark such points; this says so
 once more at the end of a Snakemake run (rules/common.smk, `onsuccess`), one line per

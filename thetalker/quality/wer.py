@@ -47,7 +47,7 @@ __all__ = [
     "main",
 ]
 
-# Required in every line of transcripts.jsonl (written by thetalker.asr).
+# Required in every line of transcripts.jsonl (written by thetalker.quality.asr).
 TRANSCRIPT_FIELDS = (
     "sample_id",
     "reference",
@@ -369,14 +369,16 @@ def read_transcripts_meta(transcripts_path: str | os.PathLike[str]) -> dict[str,
 
 
 def _write_json(path: str | os.PathLike[str], data: Any) -> None:
-    from thetalker.records import write_json
+    from thetalker.data.records import write_json
 
     # NaN (no reference words) is written as null: strict JSON readers reject NaN.
     write_json(path, json.loads(json.dumps(data), parse_constant=lambda _: None))
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m thetalker.wer", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m thetalker.quality.wer", description=__doc__.split("\n")[0]
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     def boot(sp: argparse.ArgumentParser) -> None:
@@ -386,7 +388,9 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--out", required=True, help="JSON file to write")
 
     score = sub.add_parser("score", help="pooled WER and its bootstrap interval -> wer.json")
-    score.add_argument("--transcripts", required=True, help="transcripts.jsonl (thetalker.asr)")
+    score.add_argument(
+        "--transcripts", required=True, help="transcripts.jsonl (thetalker.quality.asr)"
+    )
     score.add_argument("--system", help="label stored in wer.json (default: none)")
     score.add_argument("--model", help="label stored in wer.json (default: none)")
     boot(score)

@@ -1,0 +1,1 @@
+"""The speech API as both sides speak it: routes, fields, limits, error bodies, auth."""

@@ -1,0 +1,1 @@
+"""Console scripts: parse arguments, call the library, print."""

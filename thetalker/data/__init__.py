@@ -1,0 +1,1 @@
+"""On-disk formats: records, prompts, WAV, YAML, and the result folders' layout."""

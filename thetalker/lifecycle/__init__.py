@@ -1,0 +1,1 @@
+"""The server under test's life: start, readiness, stop, leftovers, serving env, deploy files."""

@@ -1,0 +1,25 @@
+"""Every figure TheTalker reports, computed in one place: the modules by job.
+
+The failure this module exists to catch: a server whose aggregate RTFx is far above 1
+while one stream's chunks arrive in bursts that a listener hears as gaps. Aggregate
+throughput cannot see that; a per-stream player simulation can.
+
+Pure functions over plain sequences and numpy arrays, no I/O, so the client, the
+workflow, the report and the tests all mean the same thing by "continuous"
+(definitions: docs/metrics.md). The intervals beside every headline figure (bootstrap,
+Wilson, t over repeats) are scipy's, imported only where an interval is computed.
+Times are seconds from `time.perf_counter()`; audio is signed 16-bit little-endian PCM.
+
+Degenerate input (no chunks, lists of different length, a non-positive byte rate)
+gets a neutral, documented answer rather than an exception, so one bad record never
+stops a summary, and a bad timeline never yields a plausible-looking number.
+
+By job: `stream` (one request's timeline: continuity, stalls, onset, playback), `point` (per-request
+metrics, point summaries, cost), `intervals` (bootstrap, Wilson, t; WER's too) and `agent`
+(the voice-agent mode). Everything is re-exported here: `from thetalker import metrics`.
+"""
+
+from thetalker.metrics.agent import *  # noqa: F403
+from thetalker.metrics.intervals import *  # noqa: F403
+from thetalker.metrics.point import *  # noqa: F403
+from thetalker.metrics.stream import *  # noqa: F403

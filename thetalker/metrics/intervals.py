@@ -1,0 +1,408 @@
+"""Every interval the tables print: bootstrap, Wilson, t over repeats, paired and Welch
+t, ratio and change intervals. scipy is imported where it is used."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from thetalker.metrics.point import (
+    measurement_window_s,
+    percentiles,
+    scored_records,
+    summarize_point,
+)
+from thetalker.metrics.stream import CONTINUITY_THRESHOLDS_S, continuous_at, perceived_first_audio_s
+
+__all__ = [
+    "CONFIDENCE",
+    "SEED",
+    "N_RESAMPLES",
+    "Interval",
+    "bootstrap",
+    "percentile_interval",
+    "wilson_pct",
+    "continuity_interval",
+    "rtfx_bootstrap",
+    "repeats_interval",
+    "rtfx_interval",
+    "paired_interval",
+    "welch_interval",
+    "rtfx_ratio_interval",
+    "rtfx_change_bootstrap",
+    "percentile_change_bootstrap",
+    "continuity_change_bootstrap",
+    "point_intervals",
+]
+
+# --- intervals ---------------------------------------------------------------------------
+#
+# One implementation of every interval the tables print. Bootstrap intervals are scipy's
+# percentile bootstrap (the method of wer.md's interval, and well defined on small or tied
+# samples where BCa's jackknife degenerates), seeded, so a rebuild prints the same digits.
+# scipy is imported where it is used: the client computes no interval and need not load it.
+
+CONFIDENCE = 0.95
+N_RESAMPLES = 10_000
+SEED = 0
+# Resamples evaluated at once: bounds memory at about this many x n floats.
+_BATCH = 1000
+
+METHOD_BOOTSTRAP = "bootstrap"  # percentile bootstrap over requests
+METHOD_WILSON = "wilson"  # Wilson score interval of a proportion
+METHOD_REPEATS = "repeats-t"  # Student t over the N rounds of a point
+METHOD_PAIRED = "paired-t"  # Student t over the per-round differences (or log ratios)
+METHOD_WELCH = "welch-t"  # Welch t over the rounds of two independent runs
+METHOD_NONE = "none"  # too little data for an interval: value only
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A figure and its two-sided interval at `confidence`.
+
+    value: the estimate (None when there is no data). low/high: the bounds (None when the
+    data cannot give an interval: no data, or a single observation). method: one of the
+    METHOD_* names. n: the observations behind it (requests, or rounds for repeats).
+    """
+
+    value: float | None
+    low: float | None
+    high: float | None
+    method: str
+    n: int
+    confidence: float = CONFIDENCE
+
+    @property
+    def half_width(self) -> float | None:
+        if self.low is None or self.high is None:
+            return None
+        return (self.high - self.low) / 2.0
+
+    def excludes(self, reference: float) -> bool:
+        """True when the interval lies wholly on one side of `reference` (0 for a
+        difference, 1 for a ratio): the change is distinguishable from noise."""
+        if self.low is None or self.high is None:
+            return False
+        return self.low > reference or self.high < reference
+
+
+def _none_interval(method: str, n: int = 0, value: float | None = None) -> Interval:
+    return Interval(value, None, None, method if value is not None else METHOD_NONE, n)
+
+
+def _finite(x: Any) -> float | None:
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def bootstrap(
+    samples: Sequence[Sequence[float] | np.ndarray],
+    statistic: Any,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+) -> Interval:
+    """Percentile bootstrap of `statistic(*samples, axis=-1)` (vectorized over `axis`).
+
+    With two or more samples each is resampled on its own (two independent runs). Any
+    sample with fewer than 2 values: the value with no interval; any empty: no value.
+    """
+    from scipy import stats
+
+    arrays = [np.asarray(s, dtype=float) for s in samples]
+    n = min(a.size for a in arrays)
+    if n == 0:
+        return _none_interval(METHOD_BOOTSTRAP)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = _finite(statistic(*arrays, axis=-1))
+    if n < 2 or value is None:
+        return _none_interval(METHOD_BOOTSTRAP, n, value)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        res = stats.bootstrap(
+            tuple(arrays),
+            statistic,
+            n_resamples=n_resamples,
+            batch=_BATCH,
+            vectorized=True,
+            paired=False,
+            axis=-1,
+            confidence_level=confidence,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
+    low, high = _finite(res.confidence_interval.low), _finite(res.confidence_interval.high)
+    if low is None or high is None:
+        return _none_interval(METHOD_BOOTSTRAP, n, value)
+    return Interval(value, low, high, METHOD_BOOTSTRAP, n, confidence)
+
+
+def percentile_interval(
+    values: Iterable[float | None], q: float, seed: int = SEED, **kw: Any
+) -> Interval:
+    """Percentile `q` (linear interpolation, as `percentiles`) with a bootstrap over values."""
+    data = [float(v) for v in values if v is not None]
+
+    def stat(x: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.percentile(x, q, axis=axis)
+
+    return bootstrap([data], stat, seed=seed, **kw)
+
+
+def wilson_pct(successes: int, n: int, confidence: float = CONFIDENCE) -> Interval:
+    """A proportion in percent with its Wilson score interval (scipy's binomtest).
+
+    Never certain from a finite sample: 10 of 10 gives [72.2, 100]. n = 0: no value.
+    """
+    from scipy import stats
+
+    if n <= 0:
+        return _none_interval(METHOD_WILSON)
+    ci = stats.binomtest(int(successes), int(n)).proportion_ci(confidence, method="wilson")
+    low, high = 100.0 * float(ci.low), 100.0 * float(ci.high)
+    return Interval(100.0 * successes / n, low, high, METHOD_WILSON, int(n), confidence)
+
+
+def continuity_interval(
+    records: Iterable[Mapping[str, Any]], threshold_s: float | None = None
+) -> Interval:
+    """`continuity_pct` of the scored records with its Wilson interval.
+
+    threshold_s None: the recorded `continuity_ok` (the run's threshold, the headline);
+    a number: `continuous_at` that threshold. A failed request counts as not continuous.
+    """
+    scored = scored_records(records)
+    if threshold_s is None:
+        k = sum(1 for r in scored if r.get("ok") and r.get("continuity_ok"))
+    else:
+        k = sum(1 for r in scored if continuous_at(r, threshold_s))
+    return wilson_pct(k, len(scored))
+
+
+def _delivered_audio_s(scored: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """Per scored request, the audio it counts for in RTFx (0 for a failed one)."""
+    return np.array([float(r.get("audio_s") or 0.0) if r.get("ok") else 0.0 for r in scored])
+
+
+def rtfx_bootstrap(records: Iterable[Mapping[str, Any]], seed: int = SEED, **kw: Any) -> Interval:
+    """RTFx of one run with a bootstrap over its requests, the window kept.
+
+    Each resample draws the scored requests with replacement (failed ones count 0 audio)
+    and divides their audio seconds by the run's own `window_s`: the spread of what the
+    requests delivered, at the load the run held. It does not see run-to-run drift (a
+    warmer server, a noisy neighbour); only repeats do.
+    """
+    scored = scored_records(records)
+    window_s = measurement_window_s(scored)
+    if window_s <= 0:
+        return _none_interval(METHOD_BOOTSTRAP, len(scored))
+
+    def stat(audio: np.ndarray, axis: int = -1) -> np.ndarray:
+        return audio.sum(axis=axis) / window_s
+
+    return bootstrap([_delivered_audio_s(scored)], stat, seed=seed, **kw)
+
+
+def repeats_interval(values: Sequence[float | None], confidence: float = CONFIDENCE) -> Interval:
+    """Mean of N rounds of one point with a Student t interval (N - 1 degrees of freedom).
+
+    Rounds with no value are left out; one round: its value, no interval.
+    """
+    from scipy import stats
+
+    data = np.array([float(v) for v in values if v is not None])
+    if data.size == 0:
+        return _none_interval(METHOD_REPEATS)
+    mean = float(data.mean())
+    if data.size < 2:
+        return _none_interval(METHOD_REPEATS, 1, mean)
+    if np.ptp(data) == 0.0:  # identical rounds: t's scale is 0, the interval a point
+        return Interval(mean, mean, mean, METHOD_REPEATS, int(data.size), confidence)
+    ci = stats.ttest_1samp(data, 0.0).confidence_interval(confidence)
+    return Interval(mean, float(ci.low), float(ci.high), METHOD_REPEATS, int(data.size), confidence)
+
+
+def rtfx_interval(
+    rounds: Sequence[Iterable[Mapping[str, Any]]], seed: int = SEED, **kw: Any
+) -> Interval:
+    """RTFx of a point run `len(rounds)` times: from repeats when N > 1 (mean of the
+    rounds' RTFx, t interval), else the one run's `rtfx_bootstrap`."""
+    rounds = [list(r) for r in rounds]
+    if len(rounds) == 1:
+        return rtfx_bootstrap(rounds[0], seed=seed, **kw)
+    return repeats_interval([summarize_point(r)["rtfx"] for r in rounds])
+
+
+def paired_interval(
+    a: Sequence[float], b: Sequence[float], ratio: bool = False, confidence: float = CONFIDENCE
+) -> Interval:
+    """System A against system B over the same rounds, paired by round.
+
+    ratio False: mean of A_k - B_k with a t interval of the paired differences;
+    ratio True: geometric mean of A_k / B_k, t interval on log ratios, bounds exponentiated.
+    Rounds where either side has no value (or, for a ratio, is not positive) are dropped.
+    """
+    from scipy import stats
+
+    pairs = [
+        (float(x), float(y))
+        for x, y in zip(a, b, strict=True)
+        if x is not None and y is not None and (not ratio or (x > 0 and y > 0))
+    ]
+    if not pairs:
+        return _none_interval(METHOD_PAIRED)
+    x, y = np.array(pairs).T
+    d = np.log(x / y) if ratio else x - y
+    back = np.exp if ratio else (lambda v: v)
+    mean = float(d.mean())
+    if d.size < 2:
+        return _none_interval(METHOD_PAIRED, 1, float(back(mean)))
+    if np.ptp(d) == 0.0:
+        v = float(back(mean))
+        return Interval(v, v, v, METHOD_PAIRED, int(d.size), confidence)
+    ci = stats.ttest_1samp(d, 0.0).confidence_interval(confidence)
+    return Interval(
+        float(back(mean)),
+        float(back(ci.low)),
+        float(back(ci.high)),
+        METHOD_PAIRED,
+        int(d.size),
+        confidence,
+    )
+
+
+def welch_interval(
+    a: Sequence[float], b: Sequence[float], ratio: bool = False, confidence: float = CONFIDENCE
+) -> Interval:
+    """A against B over the rounds of two independent runs (not paired): Welch's t of
+    mean(A) - mean(B), or with ratio True of the mean log values (a geometric-mean ratio)."""
+    from scipy import stats
+
+    def clean(v: Sequence[float]) -> np.ndarray:
+        data = np.array([float(x) for x in v if x is not None])
+        return np.log(data[data > 0]) if ratio else data
+
+    x, y = clean(a), clean(b)
+    back = np.exp if ratio else (lambda v: v)
+    if x.size == 0 or y.size == 0:
+        return _none_interval(METHOD_WELCH)
+    value = float(back(x.mean() - y.mean()))
+    if x.size < 2 or y.size < 2 or (np.ptp(x) == 0.0 and np.ptp(y) == 0.0):
+        return _none_interval(METHOD_WELCH, min(x.size, y.size), value)
+    ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval(confidence)
+    n = int(min(x.size, y.size))
+    return Interval(value, float(back(ci.low)), float(back(ci.high)), METHOD_WELCH, n, confidence)
+
+
+def rtfx_ratio_interval(
+    rounds_a: Sequence[Iterable[Mapping[str, Any]]],
+    rounds_b: Sequence[Iterable[Mapping[str, Any]]],
+    seed: int = SEED,
+    **kw: Any,
+) -> Interval:
+    """RTFx(A) / RTFx(B) at one point with its interval.
+
+    Both run N > 1 rounds on one server session each (`repeats`): paired by round,
+    `paired_interval(ratio=True)`. One round each (or unequal N): a bootstrap over each
+    run's requests, resampled independently, each run's window kept.
+    """
+    rounds_a, rounds_b = [list(r) for r in rounds_a], [list(r) for r in rounds_b]
+    if len(rounds_a) > 1 and len(rounds_a) == len(rounds_b):
+        rtfx_a = [summarize_point(r)["rtfx"] for r in rounds_a]
+        rtfx_b = [summarize_point(r)["rtfx"] for r in rounds_b]
+        return paired_interval(rtfx_a, rtfx_b, ratio=True)
+    return rtfx_change_bootstrap(_pool(rounds_a), _pool(rounds_b), ratio=True, seed=seed, **kw)
+
+
+def _pool(rounds: Sequence[Sequence[Mapping[str, Any]]]) -> list[Mapping[str, Any]]:
+    return [r for one in rounds for r in one]
+
+
+def rtfx_change_bootstrap(
+    records_a: Iterable[Mapping[str, Any]],
+    records_b: Iterable[Mapping[str, Any]],
+    ratio: bool = True,
+    seed: int = SEED,
+    **kw: Any,
+) -> Interval:
+    """RTFx(A) / RTFx(B) (or A - B) of two independent runs, each run's requests
+    resampled on their own and each run's window kept (as `rtfx_bootstrap`)."""
+    sa, sb = scored_records(records_a), scored_records(records_b)
+    wa, wb = measurement_window_s(sa), measurement_window_s(sb)
+    if wa <= 0 or wb <= 0:
+        return _none_interval(METHOD_BOOTSTRAP)
+
+    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        top, bottom = x.sum(axis=axis) / wa, y.sum(axis=axis) / wb
+        return top / bottom if ratio else top - bottom
+
+    return bootstrap([_delivered_audio_s(sa), _delivered_audio_s(sb)], stat, seed=seed, **kw)
+
+
+def percentile_change_bootstrap(
+    a: Iterable[float | None], b: Iterable[float | None], q: float, seed: int = SEED, **kw: Any
+) -> Interval:
+    """Percentile q of A minus that of B, two independent samples resampled on their own."""
+    xa = [float(v) for v in a if v is not None]
+    xb = [float(v) for v in b if v is not None]
+
+    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.percentile(x, q, axis=axis) - np.percentile(y, q, axis=axis)
+
+    return bootstrap([xa, xb], stat, seed=seed, **kw)
+
+
+def continuity_change_bootstrap(
+    records_a: Iterable[Mapping[str, Any]],
+    records_b: Iterable[Mapping[str, Any]],
+    seed: int = SEED,
+    **kw: Any,
+) -> Interval:
+    """continuity_pct(A) - continuity_pct(B) in percentage points, two independent runs'
+    scored requests resampled on their own (a failed request is not continuous)."""
+
+    def flags(records: Iterable[Mapping[str, Any]]) -> list[float]:
+        return [
+            1.0 if r.get("ok") and r.get("continuity_ok") else 0.0 for r in scored_records(records)
+        ]
+
+    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        return 100.0 * (x.mean(axis=axis) - y.mean(axis=axis))
+
+    return bootstrap([flags(records_a), flags(records_b)], stat, seed=seed, **kw)
+
+
+def point_intervals(
+    rounds: Sequence[Iterable[Mapping[str, Any]]],
+    thresholds_s: Sequence[float] = CONTINUITY_THRESHOLDS_S,
+    seed: int = SEED,
+) -> dict[str, Any]:
+    """The headline figures of one point with their intervals, from its records alone.
+
+    `rounds`: the records of each run of the point (one list when the point ran once).
+    Pooled over the rounds: continuity (Wilson), at the run's threshold and at each of
+    `thresholds_s`, TTFA and perceived-first-audio p50/p90 (bootstrap over requests).
+    RTFx: `rtfx_interval` (repeats when N > 1, else the bootstrap with the window kept).
+    Keys: `rtfx`, `continuity_pct`, `continuity_pct_at` ({threshold: Interval}),
+    `ttfa_s_p50`, `ttfa_s_p90`, `perceived_first_audio_s_p50`, `..._p90` (Intervals),
+    `perceived_first_audio_s` (percentiles dict), `rtfx_by_round`, `rounds`.
+    """
+    rounds = [list(r) for r in rounds]
+    pooled = scored_records(_pool(rounds))
+    ok = [r for r in pooled if r.get("ok")]
+    ttfa = [r.get("ttfa_s") for r in ok]
+    perceived = [perceived_first_audio_s(r) for r in ok]
+    return {
+        "rounds": len(rounds),
+        "rtfx": rtfx_interval(rounds, seed=seed),
+        "rtfx_by_round": [summarize_point(r)["rtfx"] for r in rounds],
+        "continuity_pct": continuity_interval(pooled),
+        "continuity_pct_at": {t: continuity_interval(pooled, t) for t in thresholds_s},
+        "ttfa_s_p50": percentile_interval(ttfa, 50, seed=seed),
+        "ttfa_s_p90": percentile_interval(ttfa, 90, seed=seed),
+        "perceived_first_audio_s": percentiles(perceived),
+        "perceived_first_audio_s_p50": percentile_interval(perceived, 50, seed=seed),
+        "perceived_first_audio_s_p90": percentile_interval(perceived, 90, seed=seed),
+    }

@@ -1,0 +1,158 @@
+"""Per-request metrics and per-point summaries (RTFx, TTFA percentiles, continuity), and
+cost. Pure, no I/O: the client, the workflow and the report mean the same by each figure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from thetalker.metrics.stream import (
+    CONTINUITY_THRESHOLD_S,
+    PERCENTILES,
+    _valid_timeline,
+    bytes_per_second,
+    compute_continuity_stats,
+    compute_stalls,
+    leading_silence_s,
+    playback_time_s,
+)
+
+__all__ = [
+    "request_metrics",
+    "percentiles",
+    "summarize_point",
+    "usd_per_million_chars",
+    "point_cost",
+    "scored_records",
+    "measurement_window_s",
+]
+
+
+def scored_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [r for r in records if not r.get("warmup")]
+
+
+def measurement_window_s(scored: Sequence[Mapping[str, Any]]) -> float:
+    sends = [float(r["t_submit_s"]) for r in scored]
+    finishes = [float(r["t_submit_s"]) + float(r.get("wall_s") or 0.0) for r in scored]
+    return (max(finishes) - min(sends)) if scored else 0.0
+
+
+def request_metrics(
+    chunk_arrival_s: Sequence[float],
+    chunk_bytes: Sequence[int],
+    pcm: bytes | np.ndarray,
+    sample_rate: int,
+    threshold_s: float = CONTINUITY_THRESHOLD_S,
+    sample_width_bytes: int = 2,
+    channels: int = 1,
+) -> dict[str, Any]:
+    """The per-request figures written beside the raw timeline of a record.
+
+    Arrival times are seconds since the request was sent, so `ttfa_s` is the first
+    chunk's arrival. An empty timeline gives None for the times and 0 audio.
+    """
+    bps = bytes_per_second(sample_rate, sample_width_bytes, channels)
+    total = int(sum(int(b) for b in chunk_bytes))
+    audio_s = total / bps if bps > 0 else 0.0
+    continuity = compute_continuity_stats(
+        chunk_arrival_s, chunk_bytes, sample_rate, sample_width_bytes, channels, threshold_s
+    )
+    stalls = compute_stalls(chunk_arrival_s, chunk_bytes, sample_rate, sample_width_bytes, channels)
+    has_audio = _valid_timeline(chunk_arrival_s, chunk_bytes, bps) and total > 0
+    ttfa_s = float(chunk_arrival_s[0]) if has_audio else None
+    silence_s = leading_silence_s(pcm, sample_rate) if has_audio else 0.0
+    audible = (
+        playback_time_s(
+            chunk_arrival_s, chunk_bytes, silence_s, sample_rate, sample_width_bytes, channels
+        )
+        if has_audio
+        else None
+    )
+    return {
+        "ttfa_s": ttfa_s,
+        "leading_silence_s": silence_s,
+        "ttfa_audible_s": audible,
+        "ttfa_audible_naive_s": (ttfa_s + silence_s) if ttfa_s is not None else None,
+        "audio_s": audio_s,
+        "max_underrun_s": continuity.max_underrun_s,
+        "underrun_events": continuity.underrun_event_count,
+        "continuity_ok": bool(has_audio and continuity.is_continuous),
+        "stalls": stalls.stalls,
+        "stall_s": stalls.stall_s,
+    }
+
+
+# Deprecated: the old name (it read like report/figures.py, which draws plots). Kept because
+
+
+def percentiles(values: Iterable[float | None], qs: Sequence[int] = PERCENTILES) -> dict:
+    """p50/p90/p95/p99 by linear interpolation (numpy's default) and n; None when empty."""
+    data = np.asarray([v for v in values if v is not None], dtype=float)
+    out: dict[str, Any] = {
+        f"p{q}": (float(np.percentile(data, q)) if data.size else None) for q in qs
+    }
+    out["n"] = int(data.size)
+    return out
+
+
+def summarize_point(records: Iterable[Mapping[str, Any]], concurrency: int | None = None) -> dict:
+    """One load point from its records (warmup records are ignored).
+
+    A failed request counts as not continuous in `continuity_pct` (a player could not
+    play it); `continuity_pct_ok_only` uses upstream's denominator. `chars_per_s`
+    counts the characters of requests delivered continuously.
+    """
+    scored = [r for r in records if not r.get("warmup")]
+    ok = [r for r in scored if r.get("ok")]
+    n_scored, n_ok = len(scored), len(ok)
+    window_s = measurement_window_s(scored)
+    continuous = [r for r in ok if r.get("continuity_ok")]
+    audio_s = sum(float(r.get("audio_s") or 0.0) for r in ok)
+    chars = sum(int(r.get("text_chars") or 0) for r in continuous)
+
+    def rate(x: float) -> float | None:
+        return x / window_s if window_s > 0 else None
+
+    def pct(num: int, den: int) -> float | None:
+        return 100.0 * num / den if den else None
+
+    return {
+        "concurrency": concurrency,
+        "n_scored": n_scored,
+        "n_ok": n_ok,
+        "n_failed": n_scored - n_ok,
+        "error_rate": (n_scored - n_ok) / n_scored if n_scored else None,
+        "window_s": window_s,
+        "audio_s": audio_s,
+        "rtfx": rate(audio_s),
+        "continuity_pct": pct(len(continuous), n_scored),
+        "continuity_pct_ok_only": pct(len(continuous), n_ok),
+        "chars_per_s": rate(chars),
+        "stalls_total": sum(int(r.get("stalls") or 0) for r in ok),
+        "ttfa_s": percentiles(r.get("ttfa_s") for r in ok),
+        "ttfa_audible_s": percentiles(r.get("ttfa_audible_s") for r in ok),
+        "wall_s": percentiles(r.get("wall_s") for r in ok),
+        "rtfx_per_request": percentiles(
+            float(r["audio_s"]) / float(r["wall_s"]) for r in ok if r.get("wall_s")
+        ),
+    }
+
+
+def usd_per_million_chars(gpu_hour_usd: float, chars_per_s: float | None) -> float | None:
+    """Price of a million characters of speech at a sustained `chars_per_s`."""
+    if not chars_per_s or chars_per_s <= 0:
+        return None
+    return gpu_hour_usd / (chars_per_s * 3600.0) * 1e6
+
+
+def point_cost(
+    summary: Mapping[str, Any], gpu_hour_usd: float, min_continuity_pct: float = 95.0
+) -> float | None:
+    """Cost of one load point, only where its streams were continuous enough to sell."""
+    continuity = summary.get("continuity_pct")
+    if continuity is None or continuity < min_continuity_pct:
+        return None
+    return usd_per_million_chars(gpu_hour_usd, summary.get("chars_per_s"))

@@ -1,0 +1,1 @@
+"""Quality: Whisper transcription (ASR) and word error rate."""

@@ -1,0 +1,1 @@
+"""Small helpers with no project knowledge: redaction, file limits, sentence splitting."""
