@@ -1,6 +1,6 @@
 """How exactly does the client record a stream's timeline? Figures, not assertions.
 
-A scripted server (tests/scripted_server.py, its own process, TCP_NODELAY, uvloop) sends
+A scripted server (tests/support/scripted_server.py, its own process, TCP_NODELAY, uvloop) sends
 each stream as chunks on an exact schedule and logs each chunk's real send time
 (`perf_counter`, system-wide). Per concurrency level the same load is received twice in
 one run: by a bare timestamp loop (aiohttp, one clock read per chunk end, no bookkeeping:
@@ -190,7 +190,7 @@ def _table(results: dict[int, dict[str, dict]], loop: str) -> str:
 
 
 def _start_server() -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "tests.scripted_server", "--port", "0", "--uvloop",
+    cmd = [sys.executable, "-m", "tests.support.scripted_server", "--port", "0", "--uvloop",
            "--chunks", CHUNKS]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None

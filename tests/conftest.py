@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.scripted_server import Script, ScriptedServer, start_scripted_server
+from tests.support.scripted_server import Script, ScriptedServer, start_scripted_server
 
 
 @pytest.fixture
@@ -26,8 +26,8 @@ def default_workflow_run(tmp_path_factory: pytest.TempPathFactory):
     """One run of the default configuration on a copy of the workflow (the speed tables and
     capacity.md: about a minute and a half on 2 cores), shared by the tests that read its
     shape (the knee, the capacity) instead of each running it again. Returns the copy."""
-    from tests.processes import processes_in
-    from tests.workflow_copy import copy_workflow, smk
+    from tests.support.processes import processes_in
+    from tests.support.workflow_copy import copy_workflow, smk
 
     workdir = copy_workflow(tmp_path_factory.mktemp("default-run") / "wf")
     targets = ("results/tables/continuity.md", "results/tables/ttfa.md")

@@ -5,7 +5,7 @@ same folder through a symlink) are handed to the server as they are, so they car
 metadata keys: vllm-omni 0.30.0 drops a key it does not know with a warning at most, so a
 stray or misspelled key silently runs the default (tests/contract checks every key). The
 facts the tools need (served model id, sample rate, launcher, MPS, extra serve flags, voice
-mode) live in ``REGISTRY`` below; ``tests/test_deploy.py`` checks that each file's header
+mode) live in ``REGISTRY`` below; ``tests/unit/test_deploy.py`` checks that each file's header
 comment agrees with it.
 
 ``thetalker-deploy NAME`` prints the file's path, ``--model-id`` / ``--sample-rate`` print

@@ -1,0 +1,302 @@
+"""Nothing left running: a stop that a second Ctrl-C cannot cut short, and a leftover server
+found from its record on the next run (stopped, or refused with one line), a busy port or GPU
+refused naming the PID. Real processes on loopback; `tests/support/slow_stop_server.py` is a server
+that ignores SIGTERM, with a worker in its group that does too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO
+from tests.support.processes import pid_alive
+from thetalker.lifecycle.launch import ServerSpec, ServerStartError, launch_server
+from thetalker.lifecycle.leftover import find_leftover, group_members, start_ticks, write_record
+
+SLOW = REPO / "tests" / "support" / "slow_stop_server.py"
+STANDINS = REPO / "tests" / "standins"
+
+LAUNCHER = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from thetalker.lifecycle.launch import ServerSpec, launch_server
+
+    program, log, ready = sys.argv[1:4]
+    spec = ServerSpec(launcher="vllm-omni", model_id="m", executable=program, log_path=log,
+                      health_timeout_s=60, stop_grace_s=2.0, check_gpu=False)
+    with launch_server(spec) as server:
+        Path(ready).write_text(json.dumps({"pid": server.pid}))
+        time.sleep(600)
+    """
+)
+
+
+def logged_pids(log: Path) -> list[int]:
+    """The fake server's and its worker's PIDs, from its log."""
+    text = log.read_text() if log.exists() else ""
+    found = {int(p) for p in re.findall(r"slow-stop pid=(\d+)", text)}
+    found |= {int(p) for p in re.findall(r"worker pid=(\d+)", text)}
+    return sorted(found)
+
+
+def wait_for(predicate, timeout_s: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def launcher(tmp_path):
+    """Start the launcher script in a child; afterwards kill whatever a failure left."""
+    script = tmp_path / "launcher.py"
+    script.write_text(LAUNCHER)
+    log, ready = tmp_path / "server.log", tmp_path / "ready.json"
+    children: list[subprocess.Popen] = []
+
+    def start() -> subprocess.Popen:
+        child = subprocess.Popen(
+            [sys.executable, str(script), str(SLOW), str(log), str(ready)], cwd=REPO
+        )
+        children.append(child)
+        assert wait_for(lambda: ready.exists() or child.poll() is not None)
+        assert child.poll() is None, "the launcher exited before serving"
+        return child
+
+    yield start, log
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    for pid in logged_pids(log):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_two_ctrl_c_during_a_slow_stop_still_kill_the_group(launcher):
+    start, log = launcher
+    child = start()
+    pids = logged_pids(log)
+    assert len(pids) == 2 and all(pid_alive(p) for p in pids)
+    child.send_signal(signal.SIGINT)
+    assert wait_for(lambda: "SIGTERM received" in log.read_text()), "the stop never began"
+    child.send_signal(signal.SIGINT)  # the second Ctrl-C, while the server ignores SIGTERM
+    child.send_signal(signal.SIGTERM)  # and a supervisor's SIGTERM too
+    child.wait(timeout=60)
+    assert child.returncode != 0  # the interrupt still ends the launcher
+    for pid in pids:
+        assert not pid_alive(pid), f"PID {pid} survived the stop"
+    assert not (log.parent / "server.pid.json").exists()  # a clean stop leaves no record
+
+
+def test_a_sigkilled_launchers_server_is_found_and_stopped_on_the_rerun(launcher, capfd):
+    start, log = launcher
+    child = start()
+    pids = logged_pids(log)
+    record_path = log.parent / "server.pid.json"
+    record = json.loads(record_path.read_text())
+    assert record["pid"] == record["pgid"] == pids[0] or record["pid"] in pids
+    assert record["start_ticks"] == start_ticks(record["pid"])
+    child.kill()  # SIGKILL: no cleanup can run
+    child.wait()
+    assert all(pid_alive(p) for p in pids), "the orphan should still run"
+    found = find_leftover(record_path)
+    assert found is not None and found.pgid == record["pgid"] and found.port == record["port"]
+
+    refuse = ServerSpec(
+        launcher="vllm-omni",
+        model_id="m",
+        executable=str(SLOW),
+        log_path=log,
+        health_timeout_s=60,
+        stop_grace_s=1.0,
+        check_gpu=False,
+        leftover="refuse",
+    )
+    with pytest.raises(ServerStartError) as info, launch_server(refuse):
+        pytest.fail("must not serve beside the orphan")
+    message = str(info.value)
+    assert f"PID {record['pid']}" in message and f"port {record['port']}" in message
+    assert "\n" not in message
+    assert all(pid_alive(p) for p in pids), "refusing must not stop it"
+
+    rerun = ServerSpec(**{**refuse.__dict__, "leftover": "stop"})
+    with launch_server(rerun) as server:
+        for pid in pids:
+            assert not pid_alive(pid), f"orphan PID {pid} still runs beside the new server"
+        assert server.pid not in pids
+        assert json.loads(record_path.read_text())["pid"] == server.pid
+        new = [p for p in logged_pids(log) if p not in pids]
+    assert "stopping leftover server PID" in capfd.readouterr().err
+    assert not any(pid_alive(p) for p in new)
+    assert not record_path.exists()
+
+
+def test_a_record_whose_pid_is_now_another_process_is_ignored(tmp_path):
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        record_path = tmp_path / "server.pid.json"
+        write_record(record_path, pid=other.pid, port=1, host="127.0.0.1", command=["x"])
+        assert find_leftover(record_path) is not None  # the same process: found
+        data = json.loads(record_path.read_text())
+        data["start_ticks"] = (data["start_ticks"] or 0) - 1  # an earlier process, same PID
+        record_path.write_text(json.dumps(data))
+        assert find_leftover(record_path) is None
+        spec = ServerSpec(
+            launcher="vllm-omni",
+            model_id="m",
+            executable=str(SLOW),
+            log_path=tmp_path / "server.log",
+            record_path=record_path,
+            check_gpu=False,
+            stop_grace_s=1.0,
+        )
+        with launch_server(spec) as server:
+            assert pid_alive(other.pid), "an unrelated process with a reused PID was killed"
+            assert server.pid != other.pid
+    finally:
+        other.kill()
+        other.wait()
+        for pid in logged_pids(tmp_path / "server.log"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_busy_fixed_port_is_refused_naming_its_pid(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        spec = ServerSpec(
+            launcher="vllm-omni",
+            model_id="m",
+            executable=str(SLOW),
+            port=port,
+            log_path=tmp_path / "server.log",
+            check_gpu=False,
+        )
+        with pytest.raises(ServerStartError) as info, launch_server(spec):
+            pytest.fail("must not start")
+    assert str(info.value).startswith(
+        f"port {port} on 127.0.0.1 is already in use by PID {os.getpid()}"
+    )
+    assert not (tmp_path / "server.log").exists() or not logged_pids(tmp_path / "server.log")
+
+
+def test_a_busy_gpu_is_refused_naming_its_pid(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{STANDINS}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("STANDIN_GPU_PIDS", str(os.getpid()))
+    spec = ServerSpec(
+        launcher="vllm-omni",
+        model_id="m",
+        executable=str(SLOW),
+        log_path=tmp_path / "s.log",
+        stop_grace_s=1.0,  # the slow server ignores SIGTERM: SIGKILL after 1 s, not 20
+    )
+    busy = rf"GPU is in use by PID {os.getpid()} "
+    with pytest.raises(ServerStartError, match=busy), launch_server(spec):
+        pytest.fail("must not start")
+    assert not logged_pids(tmp_path / "s.log")
+    monkeypatch.setenv("STANDIN_GPU_PIDS", "")
+    with launch_server(spec) as server:
+        assert group_members(server.pid)
+
+
+def test_a_record_from_another_machine_or_boot_names_nothing_here(tmp_path):
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        record_path = tmp_path / "server.pid.json"
+        write_record(record_path, pid=other.pid, port=1, host="127.0.0.1", command=["x"])
+        assert find_leftover(record_path) is not None
+        for field, value in (("hostname", "another-node"), ("boot_id", "an-earlier-boot")):
+            data = json.loads(record_path.read_text())
+            record_path.write_text(json.dumps({**data, field: value}))
+            assert find_leftover(record_path) is None, field
+            record_path.write_text(json.dumps(data))
+    finally:
+        other.kill()
+        other.wait()
+
+
+@pytest.mark.slow
+def test_the_workflow_rerun_stops_the_server_a_sigkilled_bench_job_left(tmp_path):
+    """SIGKILL of the bench job orphans its server (nothing can clean up); the next run of the
+    same job finds it from results/logs/.../server.pid.json and stops it before serving."""
+    from tests.reliability.test_reliability_workflow import (
+        POINT,
+        SERVER_LOG,
+        copy_workflow,
+        finished_lines,
+        server_pids_in,
+        tiny_config,
+    )
+    from tests.support.processes import cmdline, kill_pids, processes_in
+    from tests.support.workflow_copy import SNAKEMAKE, smk, smk_env
+
+    workdir = copy_workflow(tmp_path / "wf", tiny_config(requests=400))
+    target = str(POINT / "records.jsonl")
+    snakemake = subprocess.Popen(
+        [SNAKEMAKE, target, "--configfile", "tiny.yaml"],
+        cwd=workdir,
+        env=smk_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    orphans: list[int] = []
+    try:
+        assert wait_for(
+            lambda: (
+                server_pids_in(workdir)
+                and len(finished_lines(workdir / target)) >= 2
+                or snakemake.poll() is not None
+            ),
+            240,
+        )
+        assert snakemake.poll() is None, snakemake.stdout.read()[-3000:]
+        jobs = [  # the bench job's python (not the shell Snakemake runs it in)
+            p
+            for p in processes_in(workdir)
+            if "-m thetalker.pipeline.serve_and_sweep" in cmdline(p)
+            and Path(cmdline(p).split()[0]).name.startswith("python")
+        ]
+        assert len(jobs) == 1, {p: cmdline(p) for p in processes_in(workdir)}
+        orphans = server_pids_in(workdir)
+        record = json.loads((workdir / SERVER_LOG).with_name("server.pid.json").read_text())
+        assert record["pid"] in orphans
+        os.kill(jobs[0], signal.SIGKILL)
+        snakemake.communicate(timeout=120)
+        assert snakemake.returncode != 0
+        assert orphans and all(pid_alive(p) for p in orphans), "the server should be orphaned"
+
+        (workdir / "tiny.yaml").write_text(
+            (workdir / "tiny.yaml").read_text().replace("1: 400", "1: 2")
+        )
+        rerun = smk(workdir, target, "--configfile", "tiny.yaml", timeout=300)
+        assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+        log = (workdir / "results/logs/local/piper-joe/bench.log").read_text()
+        assert f"stopping leftover server PID {record['pid']} " in log
+        assert not any(pid_alive(p) for p in orphans)
+        assert not server_pids_in(workdir)
+        assert not (workdir / SERVER_LOG).with_name("server.pid.json").exists()
+    finally:
+        if snakemake.poll() is None:
+            os.killpg(snakemake.pid, signal.SIGKILL)
+            snakemake.wait()
+        kill_pids([*orphans, *processes_in(workdir)])

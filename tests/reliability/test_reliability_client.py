@@ -1,0 +1,131 @@
+"""Faults during a run, seen through `thetalker-bench`: a server killed mid-run and a mix of
+failures in one run end as records and an exit status, never a hang.
+
+The single faults (5xx, cut stream, stall past the timeout, JSON with 200, reset, SSE error)
+are each proven in tests/component/test_client.py; here they come together, through the CLI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO
+from tests.support.scripted_server import Script, ScriptedServer
+from thetalker.cli.bench import main
+from thetalker.data.records import read_json, read_records
+
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _prompts(path: Path, texts: list[str]) -> Path:
+    path.write_text(
+        "".join(json.dumps({"sample_id": f"s{i}", "text": t}) + "\n" for i, t in enumerate(texts))
+    )
+    return path
+
+
+@contextlib.contextmanager
+def scripted_server_process(chunks: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """The scripted server in a process of its own (so it can be killed), stopped after."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.scripted_server", "--port", "0", "--chunks", chunks],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith("PORT "), f"scripted server did not start: {line!r}"
+        yield proc, f"http://127.0.0.1:{int(line.split()[1])}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def _finished_on_server(base_url: str) -> int:
+    with NO_PROXY.open(base_url + "/_log", timeout=5) as resp:
+        return sum(1 for r in json.loads(resp.read()) if r["finished"])
+
+
+def test_server_killed_mid_run_keeps_finished_records_and_exits_1(tmp_path: Path):
+    prompts = _prompts(tmp_path / "p.jsonl", [f"sentence {i}" for i in range(8)])
+    out = tmp_path / "out"
+    with scripted_server_process("0:4800,0.05:4800") as (server, base_url):
+        cmd = [sys.executable, "-m", "thetalker.cli.bench", "--base-url", base_url,
+               "--texts-jsonl", str(prompts), "--requests", "60", "--warmup", "0",
+               "--concurrency", "2", "--sample-rate", "24000", "--timeout", "10",
+               "--speaker", "scripted", "--out-dir", str(out)]  # fmt: skip
+        bench = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True)
+        try:
+            for _ in range(600):  # until a few requests are done (at most 60 s)
+                if bench.poll() is not None or _finished_on_server(base_url) >= 6:
+                    break
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    bench.wait(0.1)
+            server.send_signal(signal.SIGKILL)  # a crash: no goodbye to open connections
+            server.wait(10)
+            _, err = bench.communicate(timeout=60)  # the rest fail fast: no hang
+        finally:
+            if bench.poll() is None:
+                bench.kill()
+                bench.wait()
+    assert bench.returncode == 1, err
+    records = list(read_records(out / "records.jsonl"))
+    assert len(records) == 60  # every request is a record
+    ok = [r for r in records if r["ok"]]
+    assert 6 <= len(ok) < 60
+    failed_types = {r["error"]["type"] for r in records if not r["ok"]}
+    assert failed_types <= {"connection", "truncated"}, failed_types
+    summary = read_json(out / "summary.json")
+    assert summary["n_failed"] == 60 - len(ok)
+    assert summary["complete"] is True
+    assert sum(summary["errors_by_type"].values()) == summary["n_failed"]
+    assert f"{len(ok)}/60 ok" in err
+
+
+@pytest.mark.parametrize(("max_error_rate", "status"), [("0.05", 1), ("1.0", 0)])
+def test_a_mix_of_faults_in_one_run_is_recorded_and_sets_the_exit_status(
+    scripted_server: ScriptedServer, tmp_path: Path, max_error_rate: str, status: int
+):
+    srv = scripted_server
+    srv.add_script("boom", Script(mode="http_error", status=503, message="overloaded"))
+    srv.add_script("cut", Script(mode="cut", cut_after=1, chunks=((0, 4800),) * 3))
+    srv.add_script("stall", Script(chunks=((0, 4800), (30.0, 4800))))
+    srv.add_script("json", Script(mode="json_200", message="queued"))
+    texts = ["boom one", "cut two", "stall three", "json four", "fine five", "fine six"]
+    prompts = _prompts(tmp_path / "p.jsonl", texts)
+    out = tmp_path / "out"
+    argv = ["--base-url", srv.base_url, "--texts-jsonl", str(prompts), "--requests", "6",
+            "--warmup", "0", "--concurrency", "6", "--sample-rate", "24000", "--timeout", "1",
+            "--max-error-rate", max_error_rate, "--speaker", "scripted",
+            "--out-dir", str(out)]  # fmt: skip
+    assert main(argv) == status
+    records = {r["text"]: r for r in read_records(out / "records.jsonl")}
+    assert set(records) == set(texts)
+    types = {t: (r["error"] or {}).get("type") for t, r in records.items()}
+    assert types == {
+        "boom one": "http_status",
+        "cut two": "truncated",
+        "stall three": "timeout",
+        "json four": "content_type",
+        "fine five": None,
+        "fine six": None,
+    }
+    summary = read_json(out / "summary.json")
+    assert summary["n_failed"] == 4 and summary["n_ok"] == 2
+    assert summary["errors_by_type"] == {
+        "http_status": 1,
+        "truncated": 1,
+        "timeout": 1,
+        "content_type": 1,
+    }

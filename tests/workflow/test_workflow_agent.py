@@ -1,0 +1,147 @@
+"""The agent mode in the workflow: `protocol: websocket` systems in both shipped configs, their
+job spec and client options, the agent table and figure from records, and the plan of the
+published matrix."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate as validate_and_fill
+
+from tests.support.paths import REPO
+from thetalker.pipeline import config_checks as wfc
+from thetalker.pipeline.job import BenchJob
+from thetalker.pipeline.serve_and_sweep import bench_options
+from thetalker.report import agent as agent_report
+
+ROOT = REPO
+
+
+def checked(name: str) -> dict:
+    config = yaml.safe_load((ROOT / "config" / name).read_text())
+    validate_and_fill(config, str(ROOT / "config" / "schema.yaml"))
+    return config
+
+
+def test_default_config_has_a_local_agent_system() -> None:
+    config = checked("config.yaml")
+    assert wfc.agent_systems(config) == ["local-agent"]
+    job = wfc.bench_job(config, "local-agent", "piper-joe")
+    assert job.agent == {
+        "protocol": "websocket",
+        "text_pace": 40,
+        "text_pace_unit": "tokens",
+        "text_pace_jitter": 0,
+        "split_granularity": "sentence",
+    }
+    assert job.launcher == "local" and job.deploy_file is not None
+    # Round trip through params, and the options of a point.
+    again = BenchJob.from_json(job.to_json())
+    assert again == job
+    opts = bench_options(again, "http://127.0.0.1:9", 2, None)
+    assert opts.protocol == "websocket" and opts.text_pace == 40
+    assert opts.text_pace_unit == "tokens" and opts.split_granularity == "sentence"
+
+
+def test_whole_text_jobs_keep_their_params() -> None:
+    config = checked("config.yaml")
+    job = wfc.bench_job(config, "local", "piper-joe")
+    assert job.agent is None
+    assert "agent" not in json.loads(job.to_json())  # earlier runs' params are unchanged
+    assert bench_options(job, "http://127.0.0.1:9", 1, None).protocol == "http"
+
+
+def test_agent_settings_are_checked_by_the_schema() -> None:
+    from snakemake.exceptions import WorkflowError
+
+    config = checked("config.yaml")
+    for bad in ({"text_pace_unit": "chars"}, {"split_granularity": "word"}, {"text_pace": -1}):
+        broken = copy.deepcopy(config)
+        broken["systems"]["local-agent"]["agent"].update(bad)
+        with pytest.raises(WorkflowError, match=list(bad)[0]):
+            validate_and_fill(broken, str(ROOT / "config" / "schema.yaml"))
+
+
+def test_published_config_plans_the_agent_mode_on_vllm_omni() -> None:
+    config = checked("published.yaml")
+    assert wfc.agent_systems(config) == ["vllm-omni-agent"]
+    job = wfc.bench_job(config, "vllm-omni-agent", "qwen3tts17b")
+    assert job.launcher == "vllm-omni" and job.agent["protocol"] == "websocket"
+    assert job.model_id == "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
+    plan = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--configfile", "config/published.yaml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    out = plan.stdout + plan.stderr
+    assert "results/tables/agent.md" in out
+    assert "results/runs/vllm-omni-agent/qwen3tts17b/c32/records.jsonl" in out
+
+
+def _session(i: int, ok: bool = True) -> dict:
+    return {
+        "request_index": i,
+        "warmup": False,
+        "ok": ok,
+        "t_submit_s": float(i),
+        "wall_s": 2.0,
+        "audio_s": 1.5,
+        "ttfa_s": 0.5,
+        "max_underrun_s": 0.0,
+        "continuity_ok": ok,
+        "stalls": 0,
+        "split_granularity": "sentence",
+        "text_piece_s": [0.0, 0.1, 0.2, 0.3],
+        "ttfa_first_text_s": 0.4 + 0.1 * i,
+        "ttfa_input_done_s": 0.1 * i,
+        "sentence_lag_s": [0.3, 0.2],
+        "sentence_heard_lag_s": [0.3, 0.4],
+    }
+
+
+def write_point(root: Path, system: str, n: int, records: list[dict]) -> Path:
+    from thetalker.data.records import RECORD_FIELDS
+
+    path = root / system / "piper-joe" / f"c{n}" / "records.jsonl"
+    path.parent.mkdir(parents=True)
+    with path.open("w") as fh:
+        for r in records:
+            full = {f: None for f in RECORD_FIELDS} | {"chunk_arrival_s": [], "chunk_bytes": []}
+            fh.write(json.dumps(full | r) + "\n")
+    return path
+
+
+def test_agent_table_figure_and_csv(tmp_path: Path) -> None:
+    a = write_point(tmp_path, "local-agent", 1, [_session(0), _session(1), _session(2)])
+    b = write_point(tmp_path, "local-agent", 4, [_session(0), _session(1, ok=False)])
+    table, figure = tmp_path / "agent.md", tmp_path / "agent.png"
+    rc = agent_report.main(
+        ["--records", str(a), str(b), "--table", str(table), "--figure", str(figure)]
+    )
+    assert rc == 0 and figure.stat().st_size > 1000
+    md = table.read_text()
+    rows = [line for line in md.splitlines() if line.startswith("| local-agent")]
+    assert len(rows) == 2
+    cells = [c.strip() for c in rows[0].split("|")[1:-1]]
+    assert cells[:4] == ["local-agent", "piper-joe", "1", "10 words/s, sentence"]
+    assert cells[4].startswith("0.50 [")  # median of 0.4, 0.5, 0.6, with its interval
+    assert "(1/2 failed)" in rows[1]
+    csv = (tmp_path / "agent.csv").read_text().splitlines()
+    assert csv[0].startswith("system,model,concurrency,pace,n_scored,n_ok")
+    assert len(csv) == 3
+
+
+def test_agent_table_names_a_misplaced_file(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_text("")
+    assert agent_report.main(["--records", str(path), "--table", str(tmp_path / "t.md")]) == 2
+    assert "not under a c<N> point folder" in capsys.readouterr().err

@@ -1,0 +1,290 @@
+"""The bench job's capacity search, repeats and open-loop points, against a scripted server
+whose knee the test sets: a request that arrives while K others are in flight streams with
+gaps (0.4 s between 0.1 s chunks), any other streams smoothly. So a closed-loop point holds
+continuity exactly up to K streams, and the bisection between the grid's last passing and
+first failing point is worked out here by hand. The search points are points like any other
+(records, summary, provenance, marked `search_point`), listed in search.json, rows of
+points.csv, and capacity.md (from points.csv alone) says what the job found."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.scripted_server import Script, ScriptedServer, start_scripted_server
+from thetalker.pipeline.job import BenchJob
+from thetalker.pipeline.serve_and_sweep import run_job
+from thetalker.report import capacity as capacity_report
+from thetalker.report.points import points_rows, search_records, write_points
+from thetalker.report.tables import load_points
+
+SMOOTH = Script(chunks=((0.0, 4800), (0.02, 4800), (0.02, 4800)))  # 0.3 s of audio, ahead
+GAPPY = Script(chunks=((0.0, 4800), (0.4, 4800), (0.4, 4800)))  # 0.3 s deficits
+
+
+def streams(body: dict[str, Any]) -> bool:
+    return body.get("stream") is True or body.get("stream_format") in ("audio", "sse")
+
+
+def knee_at(k: int):
+    """script_for: gaps for a request that finds k or more others in flight."""
+
+    def script_for(server: ScriptedServer, body: dict[str, Any]) -> Script:
+        # Streaming requests only: the client's probes are answered whole (never `finished`).
+        in_flight = sum(1 for r in server.requests if not r.finished and streams(r.body))
+        return GAPPY if in_flight >= k else SMOOTH
+
+    return script_for
+
+
+@contextlib.contextmanager
+def scripted(k: int) -> Iterator[Any]:
+    box: dict[str, ScriptedServer] = {}
+    with start_scripted_server(script_for=lambda body: knee_at(k)(box["s"], body)) as server:
+        box["s"] = server
+
+        @contextlib.contextmanager
+        def launch(spec: Any) -> Iterator[Any]:
+            class Handle:
+                base_url = server.base_url
+                pid = os.getpid()
+                command = ["scripted-server"]
+                env: dict[str, str] = {}
+                log_path = None
+
+            yield Handle()
+
+        yield launch
+
+
+def job(tmp_path: Path, **changes: Any) -> BenchJob:
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(
+        "".join(
+            json.dumps({"sample_id": f"s{i}", "text": f"Sentence {i}."}) + "\n" for i in range(40)
+        )
+    )
+    spec: dict[str, Any] = dict(
+        system="scripted",
+        model="m",
+        launcher="local",
+        model_id="scripted-model",
+        deploy_file=None,
+        deploy_sha256=None,
+        env={},
+        extra_args=(),
+        mps=False,
+        sample_rate=None,
+        language="English",
+        voice={"speaker": "joe"},
+        ref_audio=None,
+        ref_text=None,
+        prompts=str(prompts),
+        concurrency=(1, 2, 8),
+        requests={1: 2, 2: 4, 8: 8},
+        warmup=0,
+        seed=1,
+        request_timeout_s=30,
+        health_timeout_s=30,
+        max_error_rate=0.0,
+        save_audio=False,
+        capacity={"max_steps": 3, "min_continuity_pct": 95.0, "ttfa_slo_s": None},
+    )
+    spec.update(changes)
+    return BenchJob(**spec)
+
+
+def records_files(run: Path, spec: BenchJob) -> list[Path]:
+    rounds = [f"round{k}" for k in range(1, spec.repeats + 1)] if spec.repeats > 1 else [""]
+    return [run / label / r / "records.jsonl" for label in spec.point_labels() for r in rounds]
+
+
+def run(tmp_path: Path, k: int, **changes: Any) -> tuple[BenchJob, Path, dict[str, Any]]:
+    spec = job(tmp_path, **changes)
+    run_dir = tmp_path / "runs" / spec.system / spec.model
+    manifest = run_dir / "search.json"
+    with scripted(k) as launch:
+        run_job(spec, records_files(run_dir, spec), tmp_path / "server.log", manifest, launch)
+    return spec, run_dir, json.loads(manifest.read_text())
+
+
+def capacity_md(tmp_path: Path, run_dir: Path, spec: BenchJob) -> tuple[str, list[dict]]:
+    """capacity.md from points.csv rebuilt from the records alone (grid + manifest)."""
+    paths = [*records_files(run_dir, spec), *search_records([run_dir / "search.json"])]
+    write_points(points_rows(paths), tmp_path / "points.csv")
+    points = load_points(tmp_path / "points.csv")
+    level = capacity_report.ServiceLevel(95.0, None)
+    args = (points, [spec.model], [spec.system], level, 2, 2.99)
+    return capacity_report.capacity_table(*args), capacity_report.capacity_rows(*args)
+
+
+def test_bisection_between_last_pass_and_first_failure_finds_the_knee(tmp_path: Path) -> None:
+    # Knee at 5: c1, c2 hold, c8 fails -> (2+8)//2 = 5 holds -> (5+8)//2 = 6 fails -> 5, 6
+    # are adjacent: two search points, capacity 5.
+    spec, run_dir, manifest = run(tmp_path, k=5)
+    assert [(p["point"], p["holds"]) for p in manifest["points"]] == [("c5", True), ("c6", False)]
+    assert manifest["capacity"]["streams"]["load"] == 5
+    assert manifest["capacity"]["streams"]["verdict"] == "found"
+    for point in ("c5", "c6"):
+        folder = run_dir / "search" / point
+        assert json.loads((folder / "summary.json").read_text())["search_point"] is True
+        provenance = json.loads((folder / "provenance.json").read_text())
+        assert provenance["search_point"] is True and provenance["point"] == point
+    assert json.loads((run_dir / "c2" / "provenance.json").read_text())["search_point"] is False
+    table, rows = capacity_md(tmp_path, run_dir, spec)
+    assert rows[0]["capacity_streams"] == 5 and rows[0]["first_failing_streams"] == 6
+    assert "| m | scripted | 5 |" in table
+    points = load_points(tmp_path / "points.csv")
+    searched = points[points["search_point"]]["point"].tolist()
+    assert sorted(searched) == ["c5", "c6"]
+
+
+def test_max_steps_bounds_the_search(tmp_path: Path) -> None:
+    # One step only: c5 holds, the search stops; the capacity is 5 with c8 failing.
+    cap = {"max_steps": 1, "min_continuity_pct": 95.0, "ttfa_slo_s": None}
+    _, _, manifest = run(tmp_path, k=5, capacity=cap)
+    assert [p["point"] for p in manifest["points"]] == ["c5"]
+    assert manifest["capacity"]["streams"]["first_failing"] == 8
+
+
+@pytest.mark.parametrize(
+    ("k", "label", "verdict"),
+    [(100, "at least 8", "at_least"), (0, "never (fails at 1)", "never")],
+)
+def test_no_bracket_gives_the_documented_answer_and_no_search(
+    tmp_path: Path, k: int, label: str, verdict: str
+) -> None:
+    spec, run_dir, manifest = run(tmp_path, k=k)
+    assert manifest["points"] == [] and manifest["refine"] is True
+    assert manifest["capacity"]["streams"]["label"] == label
+    assert not (run_dir / "search").exists() or not any((run_dir / "search").iterdir())
+    table, rows = capacity_md(tmp_path, run_dir, spec)
+    assert rows[0]["verdict"] == verdict and f"| {label} |" in table
+
+
+def test_refine_off_writes_an_empty_manifest(tmp_path: Path) -> None:
+    _, _, manifest = run(tmp_path, k=5, capacity=None)
+    assert manifest["refine"] is False and manifest["points"] == []
+
+
+def test_repeats_run_rounds_back_to_back_and_rtfx_interval_comes_from_them(
+    tmp_path: Path,
+) -> None:
+    spec, run_dir, manifest = run(
+        tmp_path, k=100, repeats=2, concurrency=(1, 2), requests={1: 2, 2: 2}
+    )
+    for point in ("c1", "c2"):
+        for k in (1, 2):
+            provenance = json.loads((run_dir / point / f"round{k}" / "provenance.json").read_text())
+            assert provenance["round"] == k
+    table, rows = capacity_md(tmp_path, run_dir, spec)
+    points = load_points(tmp_path / "points.csv")
+    assert set(points["rounds"]) == {2}
+    assert set(points["rtfx_method"]) == {"repeats-t"}
+    assert rows[0]["capacity_label"] == "at least 2"
+
+
+def test_open_loop_points_are_named_by_rate_and_searched_in_requests_per_second(
+    tmp_path: Path,
+) -> None:
+    # Knee at 100 in flight: every rate holds, so the rate capacity is "at least" the top.
+    spec, run_dir, manifest = run(
+        tmp_path,
+        k=100,
+        request_rates=(2.0, 4.5),
+        rate_requests=4,
+        concurrency=(1,),
+        requests={1: 2},
+    )
+    assert (run_dir / "r2" / "records.jsonl").is_file()
+    assert (run_dir / "r4.5" / "records.jsonl").is_file()
+    assert manifest["capacity"]["requests_per_s"]["label"] == "at least 4.5 req/s"
+    _, rows = capacity_md(tmp_path, run_dir, spec)
+    assert rows[0]["capacity_rps"] == 4.5 and rows[0]["verdict_rps"] == "at_least"
+
+
+def test_stock_contaminated_points_are_marked_in_tables_and_warned(tmp_path: Path) -> None:
+    from thetalker.pipeline.stock_warning import contaminated_points_warning
+    from thetalker.report.tables import STOCK_CONTAMINATED, failed_mark
+
+    clean, dirty = tmp_path / "a" / "provenance.json", tmp_path / "b" / "provenance.json"
+    for path, flag in ((clean, False), (dirty, True)):
+        path.parent.mkdir()
+        path.write_text(json.dumps({"stock_contaminated": flag}))
+    manifest = tmp_path / "search.json"
+    manifest.write_text(json.dumps({"points": [{"provenance": [str(dirty)]}]}))
+    warning = contaminated_points_warning([clean, dirty, tmp_path / "missing.json"], [manifest])
+    assert warning is not None and warning.startswith("WARNING: 2 stock point(s)")
+    assert str(clean) not in warning and warning.count(str(dirty)) == 2
+    assert contaminated_points_warning([clean]) is None
+    assert failed_mark({"n_failed": 0, "stock_contaminated": True}) == f" {STOCK_CONTAMINATED}"
+    assert failed_mark({"n_failed": 0, "stock_contaminated": False}) == ""
+
+
+def _continuity_row(text: str, system: str) -> dict[str, float]:
+    """The first table of continuity.md: the value of each point column of one system."""
+    lines = [line for line in text.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    for line in lines[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[1] == system:
+            return {
+                h: float(c.split()[0])
+                for h, c in zip(header[2:], cells[2:], strict=True)
+                if c != "n/a"
+            }
+    raise AssertionError(f"{system} not in continuity.md")
+
+
+@pytest.mark.slow
+def test_default_run_gives_each_system_a_capacity_that_agrees_with_continuity(
+    default_workflow_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+
+    from thetalker.pipeline.capacity import find_capacity
+
+    workdir = default_workflow_run  # `snakemake --cores 2` on a copy (tests/conftest.py)
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    assert config["capacity"]["refine"] is True
+    tables = workdir / "results" / "tables"
+    capacity_text = (tables / "capacity.md").read_text()
+    continuity_text = (tables / "continuity.md").read_text()
+    level = capacity_report.ServiceLevel(float(config["report"]["min_continuity_pct"]), None)
+    runs = workdir / "results" / "runs"
+    monkeypatch.chdir(workdir)  # the manifests name files as the workflow does: from its folder
+    # points.csv rebuilt from records alone (the grid's and the search manifests') gives the
+    # same capacity.md.
+    paths = sorted(runs.glob("*/piper-joe/c*/records.jsonl"))
+    manifests = [runs / s / "piper-joe" / "search.json" for s in config["systems"]]
+    rebuilt = tmp_path / "points.csv"
+    write_points(points_rows([*paths, *search_records(manifests)]), rebuilt)
+    points = load_points(rebuilt)
+    args = (
+        points,
+        ["piper-joe"],
+        list(config["systems"]),
+        level,
+        config["report"]["headline_concurrency"],
+        config["report"]["gpu_hour_usd"],
+    )
+    assert capacity_report.capacity_table(*args) == capacity_text
+    for row in capacity_report.capacity_rows(*args):
+        system = row["system"]
+        # A number for each system, and the one continuity.md's columns give.
+        assert row["verdict"] in ("found", "at_least"), row
+        by_point = _continuity_row(continuity_text, system)
+        passed = {
+            int(label[1:]): pct >= level.min_continuity_pct for label, pct in by_point.items()
+        }
+        assert find_capacity(passed).load == row["capacity_streams"], (system, by_point)
+        manifest = json.loads((runs / system / "piper-joe" / "search.json").read_text())
+        assert manifest["capacity"]["streams"]["load"] == row["capacity_streams"]
+        for point in manifest["points"]:
+            assert f"c{point['concurrency']}" in by_point
