@@ -147,10 +147,10 @@ def get_wer_under_load_labels(wildcards):
 
 
 # With max_error_rate 1.0 (the published setting) a point where most requests failed still
-# passes its job: the tables mark it, and the end of the run says so (thetalker.pipeline.point_warnings).
+# passes its job: the tables mark it, and the end of the run says so (thetalker.pipeline.verdicts).
 onsuccess:
     import sys
-    from thetalker.pipeline.point_warnings import failed_points_warning
+    from thetalker.pipeline.verdicts import failed_points_warning
 
     summaries = every_point("summary.json")
     if QUALITY["enabled"]:
@@ -161,7 +161,7 @@ onsuccess:
     if failed:
         print(failed, file=sys.stderr)
     # A stock point served with the optimized library installed is no stock number.
-    from thetalker.pipeline.stock_warning import contaminated_points_warning
+    from thetalker.pipeline.verdicts import contaminated_points_warning
 
     contaminated = contaminated_points_warning(
         every_point("provenance.json"), every_search_manifest()

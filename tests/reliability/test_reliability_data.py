@@ -50,7 +50,7 @@ def test_a_300_character_id_with_saved_audio_keeps_its_record_and_the_summary(
 
 
 def test_two_long_ids_sharing_a_prefix_get_distinct_audio_files():
-    from thetalker.client.record import audio_file_name
+    from thetalker.client.context import audio_file_name
 
     a, b = audio_file_name(3, "x" * 300 + "a"), audio_file_name(3, "x" * 300 + "b")
     assert a != b and a.startswith("00003_x") and a.endswith(".wav")

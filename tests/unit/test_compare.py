@@ -10,6 +10,7 @@ import pytest
 
 from tests.unit.test_report import make_record, write_point
 from thetalker import metrics
+from thetalker.cli import compare as compare_cli
 from thetalker.data.records import append_record
 from thetalker.report import compare
 
@@ -122,8 +123,8 @@ def test_cli_prints_the_table_and_writes_csv(folders, tmp_path):
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
-    assert compare.main([str(tmp_path / "nope"), str(tmp_path)]) == 2
+    assert compare_cli.main([str(tmp_path / "nope"), str(tmp_path)]) == 2
     assert "nope: not a folder" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
-    assert compare.main([str(tmp_path / "empty"), str(tmp_path / "empty")]) == 1
+    assert compare_cli.main([str(tmp_path / "empty"), str(tmp_path / "empty")]) == 1
     assert "no (system, model, point)" in capsys.readouterr().err

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.support.paths import REPO
+from thetalker.cli import deploy as deploy_cli
 from thetalker.lifecycle import deploy
 from thetalker.lifecycle.deploy import ALIASES, REGISTRY, UnknownDeployError, names, resolve
 
@@ -209,16 +210,16 @@ def test_content_hash_tracks_the_file():
 
 
 def test_cli_prints_path_model_id_rate_and_list(capsys):
-    assert deploy.main(["qwen3tts17b"]) == 0
+    assert deploy_cli.main(["qwen3tts17b"]) == 0
     assert Path(capsys.readouterr().out.strip()) == resolve("qwen3tts17b").path
-    assert deploy.main(["batch32", "--model-id"]) == 0
+    assert deploy_cli.main(["batch32", "--model-id"]) == 0
     assert capsys.readouterr().out.strip() == "openbmb/VoxCPM2"
-    assert deploy.main(["tuned", "--sample-rate"]) == 0
+    assert deploy_cli.main(["tuned", "--sample-rate"]) == 0
     assert capsys.readouterr().out.strip() == "24000"
-    assert deploy.main(["--sample-rate", "voxcpm2"]) == 0  # the original's order
+    assert deploy_cli.main(["--sample-rate", "voxcpm2"]) == 0  # the original's order
     assert capsys.readouterr().out.strip() == "48000"
     for argv in ([], ["list"]):
-        assert deploy.main(argv) == 0
+        assert deploy_cli.main(argv) == 0
         lines = capsys.readouterr().out.splitlines()
         assert [line.split()[0] for line in lines] == names()
         for line in lines:  # each name with the model it serves, its rate and its aliases
@@ -233,7 +234,7 @@ def test_cli_prints_path_model_id_rate_and_list(capsys):
 def test_cli_unknown_name_exits_2_listing_names():
     # Through the interpreter, as a user or Snakemake would run it.
     result = subprocess.run(
-        [sys.executable, "-m", "thetalker.lifecycle.deploy", "nosuch"],
+        [sys.executable, "-m", "thetalker.cli.deploy", "nosuch"],
         capture_output=True,
         text=True,
     )

@@ -271,7 +271,7 @@ def test_job_maps_onto_server_spec_and_client_options(workdir):
 
 
 def test_point_failure_is_one_rule_for_every_caller():
-    from thetalker.pipeline.acceptance import point_failure
+    from thetalker.pipeline.verdicts import point_failure
 
     assert point_failure({"n_ok": 0, "error_rate": 1.0}, 1.0) == "no scored request succeeded"
     assert point_failure({"n_ok": 9, "error_rate": 0.1}, 0.1) is None  # at the limit: fine

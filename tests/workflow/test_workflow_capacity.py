@@ -210,7 +210,7 @@ def test_open_loop_points_are_named_by_rate_and_searched_in_requests_per_second(
 
 
 def test_stock_contaminated_points_are_marked_in_tables_and_warned(tmp_path: Path) -> None:
-    from thetalker.pipeline.stock_warning import contaminated_points_warning
+    from thetalker.pipeline.verdicts import contaminated_points_warning
     from thetalker.report.tables import STOCK_CONTAMINATED, failed_mark
 
     clean, dirty = tmp_path / "a" / "provenance.json", tmp_path / "b" / "provenance.json"

@@ -33,7 +33,7 @@ from thetalker.client.progress import (
     format_point_end,
 )
 from thetalker.data.prompts import PromptError, load_prompts
-from thetalker.pipeline.acceptance import point_failure
+from thetalker.pipeline.verdicts import point_failure
 
 __all__ = [
     "build_parser",
@@ -244,7 +244,7 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
 
 def exit_status(summary: dict[str, Any], max_error_rate: float) -> int:
     """1 when nothing succeeded or the scored error rate is above the limit, else 0: the
-    workflow's rule for a point too (thetalker.pipeline.acceptance)."""
+    workflow's rule for a point too (thetalker.pipeline.verdicts)."""
     return 0 if point_failure(summary, max_error_rate) is None else 1
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from thetalker.api.speech import SpeechApiError, normalize_base_url, register_voice
 from thetalker.client.body import BodyEncoder, build_request_body
+from thetalker.client.context import RunContext
 from thetalker.client.options import (
     BenchError,
     BenchOptions,
@@ -30,7 +31,6 @@ from thetalker.client.progress import (
     report_every,
 )
 from thetalker.client.receive import _Exchange
-from thetalker.client.record import RunContext
 from thetalker.client.schedule import arrival_offsets, closed_loop, dispatch, new_event_loop
 from thetalker.client.sender import Sender, open_session
 from thetalker.client.sinks import open_sink

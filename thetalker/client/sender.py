@@ -16,10 +16,10 @@ import aiohttp
 from thetalker.api.auth import auth_headers
 from thetalker.api.speech import speech_url
 from thetalker.client.body import BodyEncoder
+from thetalker.client.context import RecordSink
 from thetalker.client.options import BenchOptions
 from thetalker.client.receive import _connect_trace, _Exchange, _receive
 from thetalker.client.schedule import Item
-from thetalker.client.sinks import RecordSink
 
 __all__ = ["open_session", "InFlight", "Sender"]
 

@@ -10,12 +10,13 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from thetalker.client.child import ParentWatch
+from thetalker.client.context import RecordSink, RunContext
 from thetalker.client.options import BenchError, effective_workers
 from thetalker.client.receive import _describe, _Exchange
-from thetalker.client.record import RunContext, build_record
+from thetalker.client.record import build_record
 from thetalker.data.records import RecordWriteError, append_record, read_records
 
 __all__ = ["PROCESS_SINK_FROM", "RecordSink", "ThreadSink", "ProcessSink", "open_sink"]
@@ -25,25 +26,6 @@ __all__ = ["PROCESS_SINK_FROM", "RecordSink", "ThreadSink", "ProcessSink", "open
 PROCESS_SINK_FROM = 256
 # The GIL switch interval while a writer thread runs beside the receive loop (see ThreadSink).
 _SWITCH_INTERVAL_S = 0.0002
-
-
-class RecordSink(Protocol):
-    """Where a run's exchanges go. `put` never blocks the event loop; `close` returns every
-    record, sorted by `request_index`, and raises BenchError if writing failed.
-
-    `on_failure`, when set, is called (from the writer's thread) once, at the first failed
-    write: the run stops the point there rather than send requests whose records are lost.
-    Nothing is written after that failure."""
-
-    on_failure: Callable[[str], None] | None
-
-    def put(self, ex: _Exchange | dict[str, Any]) -> None: ...
-
-    def wait_ready(self) -> None:
-        """Block until the sink can take records without costing the receive loop; call it
-        when nothing is in flight."""
-
-    def close(self) -> list[dict[str, Any]]: ...
 
 
 def open_sink(path: Path, ctx: RunContext) -> RecordSink:

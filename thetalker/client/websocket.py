@@ -29,12 +29,12 @@ import aiohttp
 
 from thetalker.api.speech import normalize_base_url
 from thetalker.client.body import voice_fields
+from thetalker.client.context import RecordSink
 from thetalker.client.options import BenchOptions
 from thetalker.client.pacing import load_trace, piece_offsets, text_pieces, words_per_s
 from thetalker.client.receive import _describe
 from thetalker.client.schedule import Item
 from thetalker.client.sender import InFlight
-from thetalker.client.sinks import RecordSink
 from thetalker.data.prompts import Prompt
 
 __all__ = [

@@ -19,10 +19,10 @@ from typing import Any
 
 from thetalker.client.body import BodyEncoder
 from thetalker.client.child import ParentWatch
+from thetalker.client.context import RunContext
 from thetalker.client.options import BenchError, BenchOptions, effective_workers
 from thetalker.client.progress import Tally
 from thetalker.client.receive import _describe
-from thetalker.client.record import RunContext
 from thetalker.client.schedule import Item, arrival_offsets, dispatch, new_event_loop
 from thetalker.client.sender import Sender, open_session
 from thetalker.client.sinks import RecordSink, ThreadSink

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from thetalker import metrics
-from thetalker.client.record import RunContext, figures_of, identity_fields, saved_audio
+from thetalker.client.context import RunContext, figures_of, identity_fields, saved_audio
 from thetalker.client.websocket import WsExchange
 from thetalker.data.records import Record, error_info
 
@@ -108,7 +108,7 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
         sentence_units(events, ex.prompt.text),
         rate,
     )
-    audio_path = saved_audio(ctx, ex, ok, usable, rate)  # type: ignore[arg-type]
+    audio_path = saved_audio(ctx, ex, ok, usable, rate)
     return Record(
         **identity_fields(ex),
         ok=ok,

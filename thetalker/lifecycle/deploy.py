@@ -15,9 +15,7 @@ its sample rate and its aliases (the original benchmark's listing). Unknown name
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +27,6 @@ __all__ = [
     "UnknownDeployError",
     "aliases_of",
     "listing",
-    "main",
     "names",
     "resolve",
     "sse_refusal",
@@ -199,41 +196,3 @@ def resolve(name: str) -> DeployEntry:
         return REGISTRY[key]
     except KeyError:
         raise UnknownDeployError(f"unknown deploy name {name!r}; {_known_text()}") from None
-
-
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="thetalker-deploy",
-        description="Print the path of a deploy file by name (or list the names and models).",
-        epilog="Aliases: " + ", ".join(f"{a} = {n}" for a, n in sorted(ALIASES.items())),
-    )
-    parser.add_argument(
-        "name", nargs="?", help="deploy name or alias; 'list' or none lists names and models"
-    )
-    what = parser.add_mutually_exclusive_group()
-    what.add_argument("--model-id", action="store_true", help="print the served model id")
-    what.add_argument("--sample-rate", action="store_true", help="print the sample rate (Hz)")
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _parse_args(argv)
-    if args.name in (None, "list"):
-        print("\n".join(listing()))
-        return 0
-    try:
-        entry = resolve(args.name)
-    except UnknownDeployError as err:
-        print(f"thetalker-deploy: {err}", file=sys.stderr)
-        return 2
-    if args.model_id:
-        print(entry.model_id)
-    elif args.sample_rate:
-        print(entry.sample_rate)
-    else:
-        print(entry.path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

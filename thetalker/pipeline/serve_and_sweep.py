@@ -37,9 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from thetalker.pipeline.acceptance import point_failure
 from thetalker.pipeline.job import BenchJob, BenchJobError, check_job_inputs, rate_label
-from thetalker.pipeline.point_warnings import point_warning
+from thetalker.pipeline.verdicts import point_failure, point_warning
 
 if TYPE_CHECKING:  # imported lazily at run time: `--help` needs neither aiohttp nor the server
     from thetalker.client import BenchOptions

@@ -18,8 +18,6 @@ their own. All from `thetalker.metrics`.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,7 +34,7 @@ __all__ = [
     "compare_folders",
     "distinguishable",
     "format_changes",
-    "main",
+    "csv_rows",
 ]
 
 PointKey = tuple[str, str, str]
@@ -171,7 +169,7 @@ def format_changes(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _csv_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def csv_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for row in rows:
         flat: dict[str, Any] = {
@@ -188,43 +186,3 @@ def _csv_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         flat["distinguishable"] = ";".join(distinguishable(row))
         out.append(flat)
     return out
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="thetalker-compare",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("a", type=Path, help="base result folder (e.g. last month's results/)")
-    parser.add_argument("b", type=Path, help="new result folder")
-    parser.add_argument("--csv", type=Path, help="also write the changes as CSV here")
-    parser.add_argument("--seed", type=int, default=metrics.SEED, help="bootstrap seed")
-    args = parser.parse_args(argv)
-    try:
-        rows, only_a, only_b = compare_folders(args.a, args.b, args.seed)
-    except (CompareError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if not rows:
-        print(
-            f"error: no (system, model, point) has records in both {args.a} and {args.b}",
-            file=sys.stderr,
-        )
-        return 1
-    print(f"B = {args.b} against A = {args.a}; 95% intervals; RTFx as B/A, the rest as B - A.\n")
-    print(format_changes(rows), end="")
-    for label, keys in ((f"only in {args.a}", only_a), (f"only in {args.b}", only_b)):
-        if keys:
-            print(f"\n{label}: " + ", ".join("/".join(k) for k in keys))
-    if args.csv:
-        import pandas as pd
-
-        args.csv.parent.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(_csv_rows(rows)).to_csv(args.csv, index=False)
-        print(f"\nwrote {args.csv}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -31,7 +31,13 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from thetalker.server.app import ENGINE_KEY, MODEL_KEY, VOICES_KEY, ApiError, parse_speech_request
+from thetalker.server.contract import (
+    ENGINE_KEY,
+    MODEL_KEY,
+    VOICES_KEY,
+    ApiError,
+    parse_speech_request,
+)
 from thetalker.server.formats import wav_bytes
 from thetalker.server.pieces import MAX_INPUT_CHARS
 from thetalker.server.units import GRANULARITIES, UnitSplitter

@@ -1,0 +1,70 @@
+"""One record from one HTTP exchange: decoding, failure type, figures, saved audio."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from thetalker.api.speech import error_message
+from thetalker.client.context import RunContext, figures_of, identity_fields, saved_audio
+from thetalker.client.decode import server_chunks, sse_chunks, strip_wav_header
+from thetalker.client.receive import _ERROR_BODY_LIMIT, _Exchange, _is_stream_type
+from thetalker.data.records import Record, error_info
+
+__all__ = ["build_http_record"]
+
+
+def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
+    """Decode the exchange, type its failure, derive its figures, save its audio."""
+    opts, rate = ctx.opts, ctx.sample_rate
+    failure = ex.failure
+    status = ex.status
+    if opts.stream_format == "sse":
+        abs_arrivals, chunks, sse_failure = sse_chunks(ex.times, ex.pieces)
+        sizes = [len(c) for c in chunks]
+        pcm = b"".join(chunks)
+        if failure is None and status is not None and status < 400 and ex.pieces:
+            failure = sse_failure
+    else:
+        abs_arrivals, sizes = server_chunks(ex.times, ex.pieces, ex.ends)
+        pcm = b"".join(ex.pieces)
+    if opts.response_format == "wav" and pcm:
+        abs_arrivals, sizes, pcm, wav_failure = strip_wav_header(sizes, abs_arrivals, pcm, rate)
+        failure = failure or wav_failure
+    if failure is None:
+        limit = _ERROR_BODY_LIMIT  # what the receive loop reads of a non-audio body
+        if status is not None and status >= 400:
+            failure = ("http_status", error_message(ex.error_body, status, ex.content_type, limit))
+        elif not _is_stream_type(ex.content_type, opts.stream_format == "sse"):
+            shown = error_message(ex.error_body, status, ex.content_type, limit)
+            failure = ("content_type", f"HTTP {status} {ex.content_type}: {shown}")
+        elif not pcm:
+            failure = ("empty", "the response carried no audio")
+        elif len(pcm) % 2:
+            failure = ("odd_bytes", f"{len(pcm)} audio bytes: a half sample at the end")
+    t_send = ex.t_send if ex.t_send is not None else ctx.t_origin
+    arrivals = [t - t_send for t in abs_arrivals]
+    ok = failure is None
+    usable = pcm[: len(pcm) - len(pcm) % 2]
+    figures = figures_of(arrivals, sizes, usable, rate, opts.threshold_s, ok)
+    trace = ex.trace
+    if "connect_end" in trace and "connect_start" in trace:
+        t_connect: float | None = trace["connect_end"] - trace["connect_start"]
+    else:
+        t_connect = 0.0 if trace.get("reused") else None
+    audio_path = saved_audio(ctx, ex, ok, pcm, rate)
+    return Record(
+        **identity_fields(ex),
+        ok=ok,
+        error=None if failure is None else error_info(failure[0], failure[1], status),
+        http_status=status,
+        t_submit_s=t_send - ctx.t_origin,
+        schedule_lag_s=(t_send - ex.scheduled) if ex.scheduled is not None else None,
+        t_connect_s=t_connect,
+        connection_reused=bool(trace.get("reused")),
+        wall_s=(ex.t_end or t_send) - t_send,
+        chunk_arrival_s=arrivals,
+        chunk_bytes=sizes,
+        sample_rate=rate,
+        **dataclasses.asdict(figures),
+        audio_path=audio_path,
+    )
