@@ -11,7 +11,7 @@ from thetalker import metrics
 from thetalker.data.records import RECORD_FIELDS, append_record
 from thetalker.metrics import point_cost, summarize_point
 from thetalker.report import capacity as report_capacity
-from thetalker.report import figures, points, tables
+from thetalker.report import common, figures, points, tables
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -209,8 +209,8 @@ def test_open_loop_points_get_their_own_columns(tmp_path):
     rows = list(csv.DictReader(_points_csv(tmp_path).open()))
     assert {r["point"] for r in rows} == {"c1", "r0.5"}
     assert next(r for r in rows if r["point"] == "r0.5")["request_rate"] == "0.5"
-    points_df = tables.load_points(tmp_path / "points.csv")
-    assert tables.point_labels(points_df) == ["c1", "r0.5"]
+    points_df = common.load_points(tmp_path / "points.csv")
+    assert common.point_labels(points_df) == ["c1", "r0.5"]
     assert "| m | a | 100.0 [" in tables.continuity_table(points_df, ["m"], ["a"])
 
 
@@ -237,8 +237,8 @@ def test_capacity_table_and_figure(tmp_path, runs):
 def test_tables_name_a_missing_column(tmp_path):
     bad = tmp_path / "points.csv"
     bad.write_text("system,model,concurrency\na,m,1\n")
-    with pytest.raises(tables.PointsError, match="rtfx"):
-        tables.load_points(bad)
+    with pytest.raises(common.PointsError, match="rtfx"):
+        common.load_points(bad)
 
 
 def test_figures_are_png_files(tmp_path, runs):

@@ -21,8 +21,8 @@ from tests.support.scripted_server import Script, ScriptedServer, start_scripted
 from thetalker.pipeline.job import BenchJob
 from thetalker.pipeline.serve_and_sweep import run_job
 from thetalker.report import capacity as capacity_report
+from thetalker.report.common import load_points
 from thetalker.report.points import points_rows, search_records, write_points
-from thetalker.report.tables import load_points
 
 SMOOTH = Script(chunks=((0.0, 4800), (0.02, 4800), (0.02, 4800)))  # 0.3 s of audio, ahead
 GAPPY = Script(chunks=((0.0, 4800), (0.4, 4800), (0.4, 4800)))  # 0.3 s deficits
@@ -211,7 +211,7 @@ def test_open_loop_points_are_named_by_rate_and_searched_in_requests_per_second(
 
 def test_stock_contaminated_points_are_marked_in_tables_and_warned(tmp_path: Path) -> None:
     from thetalker.pipeline.verdicts import contaminated_points_warning
-    from thetalker.report.tables import STOCK_CONTAMINATED, failed_mark
+    from thetalker.report.common import STOCK_CONTAMINATED, failed_mark
 
     clean, dirty = tmp_path / "a" / "provenance.json", tmp_path / "b" / "provenance.json"
     for path, flag in ((clean, False), (dirty, True)):

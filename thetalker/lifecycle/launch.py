@@ -32,22 +32,37 @@ import contextlib
 import dataclasses
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from thetalker.api import speech as speech_api
 from thetalker.data.wavio import WavError
 from thetalker.lifecycle import leftover as _leftover
+from thetalker.lifecycle.gpu import (
+    GpuBusyError,
+    MpsDaemon,
+    MpsStartError,
+    check_gpu_empty,
+    gpu_compute_pids,
+    gpu_is_empty,
+    start_mps,
+    stop_mps,
+)
+from thetalker.lifecycle.processes import (
+    TermGuard,
+    group_alive,
+    log_tail,
+    signals_held,
+    stop_process_group,
+)
 from thetalker.lifecycle.serving_env import contamination, probe_serving_env, server_python
 from thetalker.util.redact import redact_command, redact_env
 
@@ -74,7 +89,6 @@ LEFTOVER_POLICIES = ("stop", "refuse")
 # variable (outside code enters as entry-point plugins); it marks the intent, and
 # thetalker.lifecycle.serving_env checks what the server really loaded.
 VLLM_OMNI_STOCK_ENV = {"THESTAGE_VLLM_OMNI": "0"}
-LOG_TAIL_LINES = 30
 _POLL_S = 0.2
 # The server is on loopback: never route its requests through an HTTP(S)_PROXY.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -168,89 +182,6 @@ def build_command(spec: ServerSpec, port: int) -> list[str]:
     return cmd + [str(a) for a in spec.extra_args]
 
 
-def log_tail(path: str | Path, lines: int = LOG_TAIL_LINES) -> str:
-    """The last ``lines`` lines of a log file ('' when it cannot be read)."""
-    try:
-        data = Path(path).read_bytes()[-65536:]
-    except OSError:
-        return ""
-    return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process of group ``pgid`` still runs (zombies do not count)."""
-    proc = Path("/proc")
-    if not proc.is_dir():  # not Linux: fall back to the signal probe
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the parenthesised command: state, ppid, pgrp, ...
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return True
-    return False
-
-
-def _wait_group_gone(proc: subprocess.Popen, pgid: int, deadline: float) -> bool:
-    while True:
-        proc.poll()  # reap the leader so it does not linger as a zombie
-        if not group_alive(pgid):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-
-
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM are only remembered inside the block, then delivered again to the
-    handlers that were there before (KeyboardInterrupt, a guard): a second Ctrl-C can no longer
-    cut a stop short. Only the main thread may set handlers (signals only arrive there)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held: list[int] = []
-    previous = {
-        sig: signal.signal(sig, lambda signum, _frame: held.append(signum)) for sig in _STOP_SIGNALS
-    }
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        for sig in dict.fromkeys(held):  # each signal once, in arrival order
-            signal.raise_signal(sig)
-
-
-def stop_process_group(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
-    """SIGTERM the process group of ``proc`` (its own session), then SIGKILL whatever is left
-    after ``grace_s``. SIGINT/SIGTERM arriving meanwhile wait until the group is gone."""
-    pgid = proc.pid  # start_new_session=True makes the leader's pid the group id
-    with _signals_held():
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
-        if not _wait_group_gone(proc, pgid, time.monotonic() + grace_s):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGKILL)
-            _wait_group_gone(proc, pgid, time.monotonic() + 10.0)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5.0)
-
-
 def _health_ok(base_url: str) -> bool:
     try:
         with _OPENER.open(base_url + "/health", timeout=2.0) as resp:
@@ -299,95 +230,6 @@ def register_voice(base_url: str, voice: dict, timeout_s: float = 120.0) -> str:
     return name
 
 
-@dataclass
-class _MpsDaemon:
-    env: dict[str, str]  # CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY
-    program: str
-    pipe_dir: Path
-
-
-def _start_mps(spec: ServerSpec, log_dir: Path, base_env: dict[str, str]) -> _MpsDaemon:
-    program = shutil.which(spec.mps_control, path=base_env.get("PATH"))
-    if program is None:
-        raise ServerStartError(f"MPS requested but {spec.mps_control!r} is not on PATH")
-    # The pipe folder holds a unix socket (path length limit ~108): keep it short, in /tmp.
-    pipe_dir = Path(tempfile.mkdtemp(prefix="thetalker-mps-pipe-"))
-    mps_log = Path(tempfile.mkdtemp(prefix="mps-log-", dir=log_dir))
-    env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe_dir), "CUDA_MPS_LOG_DIRECTORY": str(mps_log)}
-    # Output to a file, never a pipe: the daemon keeps inherited descriptors open.
-    with open(mps_log / "control-start.log", "wb") as out:
-        code = subprocess.call(
-            [program, "-d"],
-            env={**base_env, **env},
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=60,
-        )
-    if code != 0:
-        shutil.rmtree(pipe_dir, ignore_errors=True)
-        raise ServerStartError(
-            f"{program} -d exited with code {code}", log_tail(mps_log / "control-start.log")
-        )
-    return _MpsDaemon(env=env, program=program, pipe_dir=pipe_dir)
-
-
-def _stop_mps(daemon: _MpsDaemon, base_env: dict[str, str]) -> None:
-    try:
-        subprocess.run(
-            [daemon.program],
-            input=b"quit\n",
-            env={**base_env, **daemon.env},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=60,
-            check=False,
-        )
-    finally:
-        shutil.rmtree(daemon.pipe_dir, ignore_errors=True)
-
-
-class _TermGuard:
-    """Turns the first SIGTERM into SystemExit(143) so ``finally`` blocks run.
-
-    Only the main thread may set signal handlers; elsewhere the guard does nothing. Once
-    cleanup has begun (``disarm``) SIGTERM and SIGINT are only remembered, so neither can cut
-    the cleanup short; ``restore`` then raises the first (SystemExit(143) or
-    KeyboardInterrupt), unless an exception is already on its way out.
-    """
-
-    def __init__(self) -> None:
-        self.armed = False
-        self.pending: int | None = None
-        self._previous: dict[int, Callable | int | None] = {}
-        self._installed = threading.current_thread() is threading.main_thread()
-        if self._installed:
-            self._previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._handle)
-            self.armed = True
-
-    def _handle(self, signum: int, frame: object) -> None:
-        if self.armed:
-            self.armed = False
-            raise SystemExit(128 + signum)
-        if self.pending is None:
-            self.pending = signum
-
-    def disarm(self) -> None:
-        self.armed = False
-        if self._installed and signal.SIGINT not in self._previous:
-            self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._handle)
-
-    def restore(self, unwinding: bool) -> None:
-        if not self._installed:
-            return
-        for sig, previous in self._previous.items():
-            signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
-        if self.pending is not None and not unwinding:
-            if self.pending == signal.SIGINT:
-                raise KeyboardInterrupt
-            raise SystemExit(128 + self.pending)
-
-
 def _prepare_paths(spec: ServerSpec) -> tuple[Path, Path | None]:
     if spec.log_path is None:
         log_path = Path(tempfile.mkdtemp(prefix="thetalker-server-")) / "server.log"
@@ -433,7 +275,7 @@ def _clear_leftover(record_path: Path, spec: ServerSpec) -> None:
         )
     print(f"thetalker.lifecycle.launch: stopping leftover {where}", file=sys.stderr, flush=True)
     try:
-        with _signals_held():
+        with signals_held():
             gone = _leftover.stop_group(found.pgid, spec.stop_grace_s)
     except PermissionError:
         gone = False
@@ -461,21 +303,6 @@ def _check_port(host: str, port: int) -> None:
             pid = _leftover.port_holder(host, port)
             holder = _leftover.describe_pid(pid) if pid else "a process this user cannot see"
             raise ServerStartError(f"port {port} on {host} is already in use by {holder}") from None
-
-
-def _check_gpu_empty() -> None:
-    try:
-        pids = gpu_compute_pids()
-    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-        print(
-            f"thetalker.lifecycle.launch: warning: GPU check skipped: {exc}",
-            file=sys.stderr,
-            flush=True,
-        )
-        return
-    if pids:
-        holders = ", ".join(_leftover.describe_pid(p) for p in pids)
-        raise ServerStartError(f"the GPU is in use by {holders}; a measured run needs it empty")
 
 
 def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict:
@@ -519,18 +346,21 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
     base_env = {**os.environ, **set_env}
     spec_for_cmd = dataclasses.replace(spec, voices_dir=voices_dir)
     proc: subprocess.Popen | None = None
-    mps: _MpsDaemon | None = None
-    guard = _TermGuard()
+    mps: MpsDaemon | None = None
+    guard = TermGuard()
     unwinding = True
     try:
         cmd = _resolve_program(build_command(spec_for_cmd, port), base_env)
         shown = redact_command(cmd) or []
         _check_port(spec.host, port)
-        if spec.launcher == "vllm-omni" and spec.check_gpu:
-            _check_gpu_empty()
-        if spec.mps:
-            mps = _start_mps(spec, log_path.parent, base_env)
-            set_env.update(mps.env)
+        try:
+            if spec.launcher == "vllm-omni" and spec.check_gpu:
+                check_gpu_empty()
+            if spec.mps:
+                mps = start_mps(spec.mps_control, log_path.parent, base_env)
+                set_env.update(mps.env)
+        except (GpuBusyError, MpsStartError) as exc:
+            raise ServerStartError(str(exc), getattr(exc, "log_tail", "")) from None
         serving_env = _probe(spec, cmd, {**os.environ, **set_env})
         with open(log_path, "ab") as log:
             log.write(f"# thetalker.lifecycle.launch: {' '.join(shown)}\n".encode())
@@ -572,29 +402,6 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
         finally:
             try:
                 if mps is not None:
-                    _stop_mps(mps, base_env)
+                    stop_mps(mps, base_env)
             finally:
                 guard.restore(unwinding)
-
-
-def gpu_compute_pids() -> list[int] | None:
-    """PIDs of compute processes on the GPUs, or None when ``nvidia-smi`` is not installed."""
-    program = shutil.which("nvidia-smi")
-    if program is None:
-        return None
-    result = subprocess.run(
-        [program, "--query-compute-apps=pid", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"nvidia-smi failed ({result.returncode}): {result.stderr.strip()}")
-    return [int(line) for line in result.stdout.split() if line.strip().isdigit()]
-
-
-def gpu_is_empty() -> bool | None:
-    """True when no process computes on a GPU; None when ``nvidia-smi`` is not installed."""
-    pids = gpu_compute_pids()
-    return None if pids is None else not pids

@@ -30,7 +30,7 @@ import pandas as pd  # noqa: E402
 
 from thetalker.metrics import point_cost  # noqa: E402
 from thetalker.pipeline.capacity import NEVER, NO_POINTS, Capacity, ServiceLevel, find_capacity  # noqa: E402
-from thetalker.report.tables import (  # noqa: E402
+from thetalker.report.common import (  # noqa: E402
     MISSING,
     add_point_arguments,
     fmt_range,

@@ -28,8 +28,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FormatStrFormatter  # noqa: E402
 
-from thetalker.report.points import threshold_column  # noqa: E402
-from thetalker.report.tables import (  # noqa: E402
+from thetalker.report.common import (  # noqa: E402
     concurrency_levels,
     load_points_or_report,
     point_cost_at,
@@ -37,6 +36,7 @@ from thetalker.report.tables import (  # noqa: E402
     report_parser,
     thresholds_of,
 )
+from thetalker.report.points import threshold_column  # noqa: E402
 
 __all__ = [
     "FIGSIZE",

@@ -21,39 +21,37 @@ report's sortable view; continuity.md's threshold table is `continuity_threshold
 from __future__ import annotations
 
 import argparse
-import math
-import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from thetalker.data.records import RecordError, read_records
-from thetalker.metrics import Interval, point_cost, rtfx_ratio_interval
+from thetalker.metrics import Interval, rtfx_ratio_interval
+from thetalker.report.common import (
+    _INTERVAL_NOTE,
+    MISSING,
+    NOT_DISTINGUISHABLE,
+    Row,
+    cell_numbers,
+    cell_pm,
+    cell_range,
+    failed_mark,
+    load_points_or_report,
+    markdown_table,
+    point_at,
+    point_cost_at,
+    point_labels,
+    point_summary,
+    report_parser,
+    thresholds_of,
+    write_table,
+)
 from thetalker.report.points import threshold_column
 
 __all__ = [
-    "MISSING",
-    "NOT_DISTINGUISHABLE",
-    "PointsError",
-    "load_points",
-    "point_value",
-    "point_summary",
-    "point_at",
-    "point_labels",
-    "concurrency_levels",
-    "thresholds_of",
-    "point_cost_at",
     "ratio_at",
-    "fmt_pm",
-    "fmt_range",
-    "failed_mark",
-    "add_point_arguments",
-    "report_parser",
-    "load_points_or_report",
-    "markdown_table",
     "throughput_rows",
     "throughput_table",
     "continuity_rows",
@@ -64,162 +62,8 @@ __all__ = [
     "ttfa_table",
     "cost_rows",
     "cost_table",
-    "write_table",
     "main",
 ]
-
-MISSING = "n/a"
-NOT_DISTINGUISHABLE = "†"
-STOCK_CONTAMINATED = "(stock contaminated: see provenance.md)"
-_REQUIRED_COLUMNS = ("system", "model", "concurrency", "rtfx", "continuity_pct", "chars_per_s")
-_THRESHOLD_COLUMN = re.compile(r"^continuity_pct_(\d+(?:\.\d+)?)s$")
-_INTERVAL_NOTE = (
-    "± is half the 95% interval: over the N rounds of the point (Student t) when it ran "
-    "N > 1 times, else a bootstrap over the run's requests with its window kept."
-)
-
-Row = dict[str, Any]
-
-
-class PointsError(ValueError):
-    """A points.csv that cannot make the tables; the message names the file and column."""
-
-
-def load_points(path: str | Path) -> pd.DataFrame:
-    points = pd.read_csv(path)
-    missing = [c for c in _REQUIRED_COLUMNS if c not in points.columns]
-    if missing:
-        raise PointsError(f"{path}: missing column(s) {', '.join(missing)}")
-    points["system"] = points["system"].astype(str)
-    points["model"] = points["model"].astype(str)
-    if "point" not in points.columns:  # a points.csv of closed-loop points only
-        points["point"] = [f"c{int(c)}" for c in points["concurrency"]]
-    return points
-
-
-def _is_nan(value: Any) -> bool:
-    return isinstance(value, float) and math.isnan(value)
-
-
-def point_at(points: pd.DataFrame, model: str, system: str, point: str) -> dict | None:
-    """One point's row by its label (`c8`, `r2.5`) as a dict (NaN as None), or None."""
-    rows = points[
-        (points["model"] == model) & (points["system"] == system) & (points["point"] == point)
-    ]
-    if rows.empty:
-        return None
-    return {k: (None if _is_nan(v) else v) for k, v in rows.iloc[0].to_dict().items()}
-
-
-def point_summary(points: pd.DataFrame, model: str, system: str, concurrency: int) -> dict | None:
-    """One closed-loop point's row as a dict (NaN as None), or None when it was not run."""
-    return point_at(points, model, system, f"c{int(concurrency)}")
-
-
-def point_value(
-    points: pd.DataFrame, model: str, system: str, concurrency: int, column: str
-) -> float | None:
-    summary = point_summary(points, model, system, concurrency)
-    return None if summary is None else summary.get(column)
-
-
-def point_labels(points: pd.DataFrame) -> list[str]:
-    """Every point label: closed-loop by concurrency, then open-loop by rate."""
-    labels = set(points["point"])
-    closed = sorted((lab for lab in labels if lab.startswith("c")), key=lambda s: int(s[1:]))
-    opened = sorted((lab for lab in labels if lab.startswith("r")), key=lambda s: float(s[1:]))
-    return closed + opened
-
-
-def concurrency_levels(points: pd.DataFrame) -> list[int]:
-    return sorted(int(c) for c in points["concurrency"].dropna().unique())
-
-
-def thresholds_of(points: pd.DataFrame) -> list[float]:
-    """The continuity thresholds (s) points.csv has columns for."""
-    found = [_THRESHOLD_COLUMN.match(c) for c in points.columns]
-    return sorted(float(m.group(1)) for m in found if m)
-
-
-def fmt_pm(value: float | None, low: float | None, high: float | None, digits: int) -> str:
-    """`v ± h` (half the interval), `v` alone when there is no interval, n/a when no value."""
-    if value is None:
-        return MISSING
-    if low is None or high is None:
-        return f"{value:.{digits}f}"
-    return f"{value:.{digits}f} ± {(high - low) / 2:.{digits}f}"
-
-
-def fmt_range(value: float | None, low: float | None, high: float | None, digits: int) -> str:
-    """`v [l, h]`, for intervals that are not symmetric (Wilson)."""
-    if value is None:
-        return MISSING
-    if low is None or high is None:
-        return f"{value:.{digits}f}"
-    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
-
-
-def failed_mark(summary: Mapping[str, Any] | None) -> str:
-    """` (k/n failed)` for a point with failed requests, and ` (stock contaminated)` for a
-    point whose provenance says a stock server ran with the optimized library installed
-    (points.csv's `stock_contaminated`); else empty."""
-    if not summary:
-        return ""
-    failed = int(summary.get("n_failed") or 0)
-    mark = f" ({failed}/{int(summary.get('n_scored') or 0)} failed)" if failed else ""
-    contaminated = summary.get("stock_contaminated")
-    if contaminated is True or str(contaminated).lower() == "true":
-        mark += f" {STOCK_CONTAMINATED}"
-    return mark
-
-
-def _cell_pm(summary: Mapping[str, Any] | None, column: str, digits: int) -> str:
-    if summary is None:
-        return MISSING
-    value = summary.get(column)
-    return fmt_pm(value, summary.get(f"{column}_low"), summary.get(f"{column}_high"), digits)
-
-
-def _cell_range(summary: Mapping[str, Any] | None, column: str, digits: int) -> str:
-    if summary is None:
-        return MISSING
-    value = summary.get(column)
-    return fmt_range(value, summary.get(f"{column}_low"), summary.get(f"{column}_high"), digits)
-
-
-def _numbers(summary: Mapping[str, Any] | None, column: str, prefix: str = "") -> Row:
-    """`column`, `column_low`, `column_high` of a point as CSV cells (None when missing)."""
-    get = (lambda k: None) if summary is None else summary.get
-    name = prefix or column
-    return {
-        name: get(column),
-        f"{name}_low": get(f"{column}_low"),
-        f"{name}_high": get(f"{column}_high"),
-    }
-
-
-def markdown_table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], label_columns: int = 1
-) -> str:
-    """A GitHub Markdown table: label columns left-aligned, numbers right-aligned."""
-    lines = ["| " + " | ".join(header) + " |"]
-    aligns = [" --- "] * label_columns + [" ---: "] * (len(header) - label_columns)
-    lines.append("|" + "|".join(aligns) + "|")
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
-def point_cost_at(
-    points: pd.DataFrame,
-    model: str,
-    system: str,
-    concurrency: int,
-    gpu_hour_usd: float,
-    min_continuity_pct: float,
-) -> float | None:
-    """`thetalker.metrics.point_cost` of one point, None when it was not run or not priced."""
-    summary = point_summary(points, model, system, concurrency)
-    return point_cost(summary, gpu_hour_usd, min_continuity_pct) if summary else None
 
 
 def _rounds(summary: Mapping[str, Any]) -> list[list[dict]] | None:
@@ -278,7 +122,7 @@ def throughput_rows(
         row: Row = {"model": model}
         for system in systems:
             summary = point_at(points, model, system, point)
-            row.update(_numbers(summary, "rtfx", f"{system}_rtfx"))
+            row.update(cell_numbers(summary, "rtfx", f"{system}_rtfx"))
             row[f"{system}_rtfx_method"] = summary.get("rtfx_method") if summary else None
             row[f"{system}_n_failed"] = summary.get("n_failed") if summary else None
             row[f"{system}_n_scored"] = summary.get("n_scored") if summary else None
@@ -309,7 +153,7 @@ def throughput_table(
         cells = []
         for system in systems:
             summary = point_at(points, model, system, point)
-            cells.append(_cell_pm(summary, "rtfx", 1) + failed_mark(summary))
+            cells.append(cell_pm(summary, "rtfx", 1) + failed_mark(summary))
         rows.append([model, *cells, _ratio_cell(ratio_at(points, model, num, den, point))])
     title = (
         f"RTFx at concurrency {headline}: seconds of audio delivered per second of wall clock, "
@@ -368,7 +212,7 @@ def continuity_rows(
 ) -> list[Row]:
     def row(model: str, system: str, label: str, s: Mapping[str, Any]) -> Row:
         return {
-            **_numbers(s, "continuity_pct"),
+            **cell_numbers(s, "continuity_pct"),
             "n_failed": s.get("n_failed"),
             "n_scored": s.get("n_scored"),
         }
@@ -379,7 +223,7 @@ def continuity_rows(
 def continuity_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str]) -> str:
     def cell(model: str, system: str, label: str) -> str:
         summary = point_at(points, model, system, label)
-        return _cell_range(summary, "continuity_pct", 1) + failed_mark(summary)
+        return cell_range(summary, "continuity_pct", 1) + failed_mark(summary)
 
     title = (
         "Continuous streams (%): a real-time player starting at the first byte never fell "
@@ -398,7 +242,7 @@ def continuity_threshold_rows(
     def row(model: str, system: str, label: str, s: Mapping[str, Any]) -> Row:
         out: Row = {}
         for t in thresholds_of(points):
-            out.update(_numbers(s, threshold_column(t), f"continuity_pct_{t:g}s"))
+            out.update(cell_numbers(s, threshold_column(t), f"continuity_pct_{t:g}s"))
         out.update(n_failed=s.get("n_failed"), n_scored=s.get("n_scored"))
         return out
 
@@ -418,7 +262,7 @@ def continuity_thresholds_table(
             r["system"],
             r["point"],
             *(
-                _cell_range(
+                cell_range(
                     point_at(points, r["model"], r["system"], r["point"]), threshold_column(t), 1
                 )
                 for t in thresholds
@@ -448,7 +292,7 @@ def ttfa_rows(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str
     def row(model: str, system: str, label: str, s: Mapping[str, Any]) -> Row:
         out: Row = {}
         for column, _ in _TTFA_COLUMNS:
-            out.update(_numbers(s, column))
+            out.update(cell_numbers(s, column))
         out.update(n_ok=s.get("n_ok"), n_failed=s.get("n_failed"), n_scored=s.get("n_scored"))
         return out
 
@@ -460,7 +304,7 @@ def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[st
     rows = []
     for r in ttfa_rows(points, models, systems):
         summary = point_at(points, r["model"], r["system"], r["point"])
-        cells = [_cell_range(summary, column, 3) for column, _ in _TTFA_COLUMNS]
+        cells = [cell_range(summary, column, 3) for column, _ in _TTFA_COLUMNS]
         rows.append(
             [
                 r["model"],
@@ -524,43 +368,6 @@ def cost_table(
         f"under {min_continuity_pct:g}% or the point is missing.\n\n"
     )
     return title + markdown_table(header, rows)
-
-
-def write_table(path: Path, text: str, rows: Sequence[Row]) -> Path:
-    """`path` (Markdown) and its CSV beside it (same stem); returns the CSV's path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    csv_path = path.with_suffix(".csv")
-    pd.DataFrame(list(rows)).to_csv(csv_path, index=False)
-    return csv_path
-
-
-def add_point_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """What every report over points.csv reads: the file, the rows and the service level."""
-    parser.add_argument("--points", required=True, type=Path)
-    parser.add_argument("--models", required=True, nargs="+")
-    parser.add_argument("--systems", required=True, nargs="+")
-    parser.add_argument("--headline", required=True, type=int, help="headline concurrency")
-    parser.add_argument("--gpu-hour-usd", type=float, default=2.99)
-    parser.add_argument("--min-continuity-pct", type=float, default=95.0)
-    return parser
-
-
-def report_parser(prog: str, description: str | None, suffix: str) -> argparse.ArgumentParser:
-    """The arguments the tables and the figures share; `--ratio` is the tables' own."""
-    parser = add_point_arguments(argparse.ArgumentParser(prog=prog, description=description))
-    for name in ("throughput", "continuity", "ttfa", "cost"):
-        parser.add_argument(f"--{name}", required=True, type=Path, help=f"{name}{suffix} to write")
-    return parser
-
-
-def load_points_or_report(path: Path) -> pd.DataFrame | None:
-    """points.csv, or None after printing the one-line reason it cannot be read."""
-    try:
-        return load_points(path)
-    except (PointsError, OSError, pd.errors.ParserError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return None
 
 
 def _parser() -> argparse.ArgumentParser:

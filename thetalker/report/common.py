@@ -1,0 +1,231 @@
+"""What every report module shares: reading results/points.csv (one row per point, every
+summary figure), finding a point, formatting a cell (value ± half-width, value [low, high],
+a failed-requests mark), writing a Markdown table with its CSV beside it, and the command
+line arguments every table and figure takes."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from thetalker.metrics import point_cost
+
+__all__ = [
+    "point_cost_at",
+    "MISSING",
+    "NOT_DISTINGUISHABLE",
+    "STOCK_CONTAMINATED",
+    "PointsError",
+    "load_points",
+    "point_at",
+    "point_summary",
+    "point_value",
+    "point_labels",
+    "concurrency_levels",
+    "thresholds_of",
+    "fmt_pm",
+    "fmt_range",
+    "failed_mark",
+    "markdown_table",
+    "write_table",
+    "add_point_arguments",
+    "report_parser",
+    "load_points_or_report",
+]
+
+MISSING = "n/a"
+NOT_DISTINGUISHABLE = "†"
+STOCK_CONTAMINATED = "(stock contaminated: see provenance.md)"
+_REQUIRED_COLUMNS = ("system", "model", "concurrency", "rtfx", "continuity_pct", "chars_per_s")
+_THRESHOLD_COLUMN = re.compile(r"^continuity_pct_(\d+(?:\.\d+)?)s$")
+_INTERVAL_NOTE = (
+    "± is half the 95% interval: over the N rounds of the point (Student t) when it ran "
+    "N > 1 times, else a bootstrap over the run's requests with its window kept."
+)
+
+Row = dict[str, Any]
+
+
+class PointsError(ValueError):
+    """A points.csv that cannot make the tables; the message names the file and column."""
+
+
+def load_points(path: str | Path) -> pd.DataFrame:
+    points = pd.read_csv(path)
+    missing = [c for c in _REQUIRED_COLUMNS if c not in points.columns]
+    if missing:
+        raise PointsError(f"{path}: missing column(s) {', '.join(missing)}")
+    points["system"] = points["system"].astype(str)
+    points["model"] = points["model"].astype(str)
+    if "point" not in points.columns:  # a points.csv of closed-loop points only
+        points["point"] = [f"c{int(c)}" for c in points["concurrency"]]
+    return points
+
+
+def is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def point_at(points: pd.DataFrame, model: str, system: str, point: str) -> dict | None:
+    """One point's row by its label (`c8`, `r2.5`) as a dict (NaN as None), or None."""
+    rows = points[
+        (points["model"] == model) & (points["system"] == system) & (points["point"] == point)
+    ]
+    if rows.empty:
+        return None
+    return {k: (None if is_nan(v) else v) for k, v in rows.iloc[0].to_dict().items()}
+
+
+def point_summary(points: pd.DataFrame, model: str, system: str, concurrency: int) -> dict | None:
+    """One closed-loop point's row as a dict (NaN as None), or None when it was not run."""
+    return point_at(points, model, system, f"c{int(concurrency)}")
+
+
+def point_value(
+    points: pd.DataFrame, model: str, system: str, concurrency: int, column: str
+) -> float | None:
+    summary = point_summary(points, model, system, concurrency)
+    return None if summary is None else summary.get(column)
+
+
+def point_labels(points: pd.DataFrame) -> list[str]:
+    """Every point label: closed-loop by concurrency, then open-loop by rate."""
+    labels = set(points["point"])
+    closed = sorted((lab for lab in labels if lab.startswith("c")), key=lambda s: int(s[1:]))
+    opened = sorted((lab for lab in labels if lab.startswith("r")), key=lambda s: float(s[1:]))
+    return closed + opened
+
+
+def concurrency_levels(points: pd.DataFrame) -> list[int]:
+    return sorted(int(c) for c in points["concurrency"].dropna().unique())
+
+
+def thresholds_of(points: pd.DataFrame) -> list[float]:
+    """The continuity thresholds (s) points.csv has columns for."""
+    found = [_THRESHOLD_COLUMN.match(c) for c in points.columns]
+    return sorted(float(m.group(1)) for m in found if m)
+
+
+def fmt_pm(value: float | None, low: float | None, high: float | None, digits: int) -> str:
+    """`v ± h` (half the interval), `v` alone when there is no interval, n/a when no value."""
+    if value is None:
+        return MISSING
+    if low is None or high is None:
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} ± {(high - low) / 2:.{digits}f}"
+
+
+def fmt_range(value: float | None, low: float | None, high: float | None, digits: int) -> str:
+    """`v [l, h]`, for intervals that are not symmetric (Wilson)."""
+    if value is None:
+        return MISSING
+    if low is None or high is None:
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def failed_mark(summary: Mapping[str, Any] | None) -> str:
+    """` (k/n failed)` for a point with failed requests, and ` (stock contaminated)` for a
+    point whose provenance says a stock server ran with the optimized library installed
+    (points.csv's `stock_contaminated`); else empty."""
+    if not summary:
+        return ""
+    failed = int(summary.get("n_failed") or 0)
+    mark = f" ({failed}/{int(summary.get('n_scored') or 0)} failed)" if failed else ""
+    contaminated = summary.get("stock_contaminated")
+    if contaminated is True or str(contaminated).lower() == "true":
+        mark += f" {STOCK_CONTAMINATED}"
+    return mark
+
+
+def cell_pm(summary: Mapping[str, Any] | None, column: str, digits: int) -> str:
+    if summary is None:
+        return MISSING
+    value = summary.get(column)
+    return fmt_pm(value, summary.get(f"{column}_low"), summary.get(f"{column}_high"), digits)
+
+
+def cell_range(summary: Mapping[str, Any] | None, column: str, digits: int) -> str:
+    if summary is None:
+        return MISSING
+    value = summary.get(column)
+    return fmt_range(value, summary.get(f"{column}_low"), summary.get(f"{column}_high"), digits)
+
+
+def cell_numbers(summary: Mapping[str, Any] | None, column: str, prefix: str = "") -> Row:
+    """`column`, `column_low`, `column_high` of a point as CSV cells (None when missing)."""
+    get = (lambda k: None) if summary is None else summary.get
+    name = prefix or column
+    return {
+        name: get(column),
+        f"{name}_low": get(f"{column}_low"),
+        f"{name}_high": get(f"{column}_high"),
+    }
+
+
+def markdown_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], label_columns: int = 1
+) -> str:
+    """A GitHub Markdown table: label columns left-aligned, numbers right-aligned."""
+    lines = ["| " + " | ".join(header) + " |"]
+    aligns = [" --- "] * label_columns + [" ---: "] * (len(header) - label_columns)
+    lines.append("|" + "|".join(aligns) + "|")
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(path: Path, text: str, rows: Sequence[Row]) -> Path:
+    """`path` (Markdown) and its CSV beside it (same stem); returns the CSV's path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    csv_path = path.with_suffix(".csv")
+    pd.DataFrame(list(rows)).to_csv(csv_path, index=False)
+    return csv_path
+
+
+def add_point_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """What every report over points.csv reads: the file, the rows and the service level."""
+    parser.add_argument("--points", required=True, type=Path)
+    parser.add_argument("--models", required=True, nargs="+")
+    parser.add_argument("--systems", required=True, nargs="+")
+    parser.add_argument("--headline", required=True, type=int, help="headline concurrency")
+    parser.add_argument("--gpu-hour-usd", type=float, default=2.99)
+    parser.add_argument("--min-continuity-pct", type=float, default=95.0)
+    return parser
+
+
+def report_parser(prog: str, description: str | None, suffix: str) -> argparse.ArgumentParser:
+    """The arguments the tables and the figures share; `--ratio` is the tables' own."""
+    parser = add_point_arguments(argparse.ArgumentParser(prog=prog, description=description))
+    for name in ("throughput", "continuity", "ttfa", "cost"):
+        parser.add_argument(f"--{name}", required=True, type=Path, help=f"{name}{suffix} to write")
+    return parser
+
+
+def load_points_or_report(path: Path) -> pd.DataFrame | None:
+    """points.csv, or None after printing the one-line reason it cannot be read."""
+    try:
+        return load_points(path)
+    except (PointsError, OSError, pd.errors.ParserError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def point_cost_at(
+    points: pd.DataFrame,
+    model: str,
+    system: str,
+    concurrency: int,
+    gpu_hour_usd: float,
+    min_continuity_pct: float,
+) -> float | None:
+    """`thetalker.metrics.point_cost` of one point, None when it was not run or not priced."""
+    summary = point_summary(points, model, system, concurrency)
+    return point_cost(summary, gpu_hour_usd, min_continuity_pct) if summary else None
