@@ -32,6 +32,7 @@ from typing import Any
 from thetalker.lifecycle.gpu import Gpu, visible_gpus
 
 __all__ = [
+    "GPU_LAUNCHERS",
     "SLOTS_DIR_ENV",
     "GpuSlot",
     "GpuSlotError",
@@ -40,6 +41,8 @@ __all__ = [
     "held_slots",
 ]
 
+# Launchers whose server computes on the node's GPU (the embedded server runs on the CPU).
+GPU_LAUNCHERS = ("vllm-omni",)
 SLOTS_DIR_ENV = "THETALKER_GPU_SLOTS_DIR"
 WAIT_ENV = "THETALKER_GPU_WAIT_S"
 # While a slot is held, the pool as the user gave it (CUDA_VISIBLE_DEVICES before the slot

@@ -312,13 +312,9 @@ def write_search_manifest(
     )
 
 
-# Launchers whose server computes on this node's GPU (the embedded server runs on the CPU).
-GPU_LAUNCHERS = ("vllm-omni",)
-
-
 def _gpu_slot_for(job: BenchJob) -> AbstractContextManager[Any]:
     """The job's GPU for its whole life (thetalker.lifecycle.gpu_slots), or nothing to hold."""
-    from thetalker.lifecycle.gpu_slots import gpu_slot
+    from thetalker.lifecycle.gpu_slots import GPU_LAUNCHERS, gpu_slot
 
     if job.launcher not in GPU_LAUNCHERS:
         return contextlib.nullcontext()
