@@ -165,3 +165,19 @@ def test_workflow_runs_through_the_slurm_profile(tmp_path) -> None:
         ).stdout
         if shown:
             assert re.search(r"gres[:/]gpu[:=]1\b", shown), shown
+    # Slurm gave each bench job its own GPU: two jobs that ran at the same time never share
+    # one (the node has two; nothing of TheTalker reassigns what Slurm gave).
+    grants = {}
+    for system in SYSTEMS:
+        provenance = read_json(
+            workdir / "results" / "runs" / system / "piper-joe" / "c1" / "provenance.json"
+        )
+        grant = (
+            provenance["scheduler"]["slurm_job_gpus"]
+            or provenance["scheduler"]["cuda_visible_devices"]
+        )
+        assert grant is not None, provenance["scheduler"]
+        grants[system] = (grant, provenance["started_at"], provenance["ended_at"])
+    (ga, sa, ea), (gb, sb, eb) = grants.values()
+    if sa < eb and sb < ea:  # the two jobs overlapped in time
+        assert ga != gb, grants

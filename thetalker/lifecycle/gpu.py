@@ -3,17 +3,25 @@ MPS daemon a server may run inside (its pipe and log folders private to the job)
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from thetalker.lifecycle import leftover as _leftover
 from thetalker.lifecycle.processes import log_tail
 
 __all__ = [
+    "Gpu",
+    "node_gpus",
+    "visible_gpus",
+    "compute_apps",
     "GpuBusyError",
     "MpsStartError",
     "gpu_compute_pids",
@@ -37,30 +45,109 @@ class MpsStartError(RuntimeError):
         self.log_tail = log_tail
 
 
-def gpu_compute_pids() -> list[int] | None:
-    """PIDs of compute processes on the GPUs, or None when ``nvidia-smi`` is not installed."""
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU as nvidia-smi lists it: `index` (its order, PCI bus order), `uuid`, and what
+    provenance records of it."""
+
+    index: str
+    uuid: str
+    name: str | None = None
+    driver_version: str | None = None
+    memory_total_mib: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _nvidia_smi(args: list[str]) -> str | None:
+    """nvidia-smi's stdout, None when it is not installed; RuntimeError when it fails."""
     program = shutil.which("nvidia-smi")
     if program is None:
         return None
     result = subprocess.run(
-        [program, "--query-compute-apps=pid", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+        [program, *args], capture_output=True, text=True, timeout=60, check=False
     )
     if result.returncode != 0:
         raise RuntimeError(f"nvidia-smi failed ({result.returncode}): {result.stderr.strip()}")
-    return [int(line) for line in result.stdout.split() if line.strip().isdigit()]
+    return result.stdout
 
 
-def gpu_is_empty() -> bool | None:
-    """True when no process computes on a GPU; None when ``nvidia-smi`` is not installed."""
-    pids = gpu_compute_pids()
+def _number(cell: str) -> float | None:
+    try:
+        return float(cell)
+    except ValueError:
+        return None  # [N/A], [Not Supported]
+
+
+def node_gpus() -> list[Gpu] | None:
+    """Every GPU of the node, in nvidia-smi's order; None when nvidia-smi is not installed."""
+    out = _nvidia_smi(
+        ["--query-gpu=index,uuid,name,driver_version,memory.total", "--format=csv,noheader,nounits"]
+    )
+    if out is None:
+        return None
+    gpus = []
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) == 5 and cells[0].isdigit():
+            gpus.append(Gpu(cells[0], cells[1], cells[2], cells[3], _number(cells[4])))
+    return gpus
+
+
+def visible_gpus(env: Mapping[str, str] | None = None) -> list[Gpu] | None:
+    """The GPUs this process may use: the node's, narrowed by CUDA_VISIBLE_DEVICES (nvidia-smi
+    indices or UUIDs, in its order) when it is set; None when nvidia-smi is not installed.
+    An empty or negative CUDA_VISIBLE_DEVICES hides every GPU, as it does for CUDA."""
+    gpus = node_gpus()
+    if gpus is None:
+        return None
+    value = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return gpus
+    chosen = []
+    for entry in (e.strip() for e in value.split(",")):
+        if not entry or entry.startswith("-"):
+            break  # CUDA stops at the first invalid entry
+        match = [g for g in gpus if entry in (g.index, g.uuid) or g.uuid.startswith(entry)]
+        if not match:
+            break
+        chosen.append(match[0])
+    return chosen
+
+
+def compute_apps() -> list[tuple[int, str]] | None:
+    """(pid, GPU uuid) of every compute process on the node; None without nvidia-smi."""
+    out = _nvidia_smi(["--query-compute-apps=pid,gpu_uuid", "--format=csv,noheader"])
+    if out is None:
+        return None
+    apps = []
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) == 2 and cells[0].isdigit():
+            apps.append((int(cells[0]), cells[1]))
+    return apps
+
+
+def gpu_compute_pids(env: Mapping[str, str] | None = None) -> list[int] | None:
+    """PIDs of compute processes on the GPUs this job may use (CUDA_VISIBLE_DEVICES), or None
+    when ``nvidia-smi`` is not installed. A process on another GPU of the node is no concern
+    of this job's: a second job on a free GPU is never refused for the first one's server."""
+    apps = compute_apps()
+    if apps is None:
+        return None
+    mine = {g.uuid for g in visible_gpus(env) or []}
+    return [pid for pid, uuid in apps if uuid in mine]
+
+
+def gpu_is_empty(env: Mapping[str, str] | None = None) -> bool | None:
+    """True when no process computes on this job's GPUs; None without ``nvidia-smi``."""
+    pids = gpu_compute_pids(env)
     return None if pids is None else not pids
 
 
 def check_gpu_empty() -> None:
+    """Refuse (GpuBusyError, naming the holders) when a process computes on this job's GPU."""
     try:
         pids = gpu_compute_pids()
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
@@ -72,7 +159,11 @@ def check_gpu_empty() -> None:
         return
     if pids:
         holders = ", ".join(_leftover.describe_pid(p) for p in pids)
-        raise GpuBusyError(f"the GPU is in use by {holders}; a measured run needs it empty")
+        shown = ", ".join(f"{g.index} ({g.uuid})" for g in visible_gpus() or [])
+        raise GpuBusyError(
+            f"the GPU is in use by {holders} (this job's GPU: {shown}); a measured run needs "
+            "it empty"
+        )
 
 
 @dataclass

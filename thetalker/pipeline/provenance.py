@@ -42,7 +42,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import shutil
 import socket
 import subprocess
 import sys
@@ -54,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from thetalker.data.records import write_json
+from thetalker.lifecycle.gpu import visible_gpus
 from thetalker.lifecycle.serving_env import contamination
 from thetalker.util.redact import redact_command, redact_config, redact_url
 from thetalker.util.redact import redact_env as _redact_env
@@ -183,29 +183,15 @@ def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str | None]:
 
 
 def _gpus() -> list[dict[str, Any]] | None:
-    program = shutil.which("nvidia-smi")
-    if program is None:
+    """The job's GPUs (CUDA_VISIBLE_DEVICES: its slot, Slurm's grant, or the user's choice),
+    each with index, UUID, model, driver and memory; None without nvidia-smi."""
+    try:
+        gpus = visible_gpus()
+    except (RuntimeError, OSError, subprocess.SubprocessError):
         return None
-    out = _run(
-        [
-            program,
-            "--query-gpu=name,driver_version,memory.total",
-            "--format=csv,noheader,nounits",
-        ]
-    )
-    if out is None:
+    if gpus is None:
         return None
-    gpus = []
-    for line in out.splitlines():
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) != 3:
-            continue
-        try:
-            memory_mib: float | None = float(cells[2])
-        except ValueError:
-            memory_mib = None
-        gpus.append({"name": cells[0], "driver_version": cells[1], "memory_total_mib": memory_mib})
-    return gpus or None
+    return [g.to_json() for g in gpus] or None
 
 
 def _cpu_model() -> str | None:
@@ -221,7 +207,7 @@ def _cpu_model() -> str | None:
 
 
 def hardware() -> dict[str, Any]:
-    """The GPUs nvidia-smi lists (None without one), the CPU model and core count."""
+    """The job's GPUs (None without nvidia-smi), the CPU model and core count."""
     return {
         "gpus": _gpus(),
         "cpu_model": _cpu_model(),

@@ -28,10 +28,11 @@ and each point writes its files beside its records:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -311,6 +312,24 @@ def write_search_manifest(
     )
 
 
+def _gpu_slot_for(job: BenchJob) -> AbstractContextManager[Any]:
+    """The job's GPU for its whole life (thetalker.lifecycle.gpu_slots), or nothing to hold."""
+    from thetalker.lifecycle.gpu_slots import GPU_LAUNCHERS, gpu_slot
+
+    if job.launcher not in GPU_LAUNCHERS:
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def held() -> Iterator[None]:
+        say = functools.partial(print, flush=True)
+        with gpu_slot(f"{job.system}/{job.model}", say=say) as slot:
+            if slot is not None:
+                print(f"GPU {slot.gpu.index} ({slot.gpu.uuid}, {slot.source})", flush=True)
+            yield
+
+    return held()
+
+
 def run_job(
     job: BenchJob,
     records: Sequence[Path],
@@ -349,7 +368,10 @@ def run_job(
     summaries: dict[Load, dict[str, Any]] = {}
     points: list[dict[str, Any]] = []
     capacity: dict[str, Any] = {}
-    with (launch or launch_server)(server_spec(job, server_log)) as server:
+    with (
+        _gpu_slot_for(job),
+        (launch or launch_server)(server_spec(job, server_log)) as server,
+    ):
         print(f"serving {job.system}/{job.model} at {server.base_url}", flush=True)
         session = _Session(job, server, prompts, progress)
         for load, dirs in zip(loads, groups, strict=True):
