@@ -72,6 +72,8 @@ class BenchOptions:
     # An explicit sample_rate checked against the server's (one non-streamed wav request
     # before the warmup; thetalker-bench sets it unless --trust-sample-rate).
     check_sample_rate: bool = False
+    # The server kind (thetalker.backends): which body, stream, socket and errors it speaks.
+    server: str = "vllm-omni"
 
 
 class BenchError(RuntimeError):
@@ -161,6 +163,19 @@ def validate_options(opts: BenchOptions) -> None:
     url_problem = _url_problem(opts.base_url)
     if url_problem:
         bad("base_url", f"{url_problem} (got {opts.base_url!r})")
+    from thetalker import backends
+
+    try:
+        backend = backends.get(opts.server)
+    except backends.UnknownBackendError as exc:
+        bad("server", str(exc))
+    if opts.stream_format not in backend.stream_formats:
+        allowed = ", ".join(backend.stream_formats)
+        bad("stream_format", f"{opts.stream_format!r}: server {opts.server} streams {allowed}")
+    if opts.protocol == "websocket" and backend.agent is None:
+        bad("protocol", f"server {opts.server} has no agent-mode socket")
+    if opts.register_voice is not None and not backend.voice_upload:
+        bad("register_voice", f"server {opts.server} has no voice upload")
     _validate_agent(opts, bad)
 
 

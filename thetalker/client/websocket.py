@@ -21,14 +21,14 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
+from thetalker import backends
 from thetalker.api.speech import normalize_base_url
-from thetalker.client.body import voice_fields
 from thetalker.client.context import RecordSink
 from thetalker.client.options import BenchOptions
 from thetalker.client.pacing import load_trace, piece_offsets, text_pieces, words_per_s
@@ -53,11 +53,12 @@ _INPUT_DONE = json.dumps({"type": "input.done"})
 _SESSION_CLOSE = json.dumps({"type": "session.close"})
 
 
-def stream_url(base_url: str) -> str:
-    """`ws://h:p/v1/audio/speech/stream` (`wss://` for https) from the base URL."""
+def stream_url(base_url: str, path: str = STREAM_PATH) -> str:
+    """`ws://h:p/v1/audio/speech/stream` (`wss://` for https) from the base URL; `path` is
+    the server's socket (its backend's `agent.path`)."""
     url = normalize_base_url(base_url)
     scheme, rest = url.split("://", 1)
-    return ("wss" if scheme == "https" else "ws") + "://" + rest + STREAM_PATH
+    return ("wss" if scheme == "https" else "ws") + "://" + rest + path
 
 
 @dataclass
@@ -86,14 +87,12 @@ class WsExchange:
 
 
 def session_config(opts: BenchOptions, ref_audio_uri: str | None = None) -> dict[str, Any]:
-    """The `session.config` message (0.30.0's `StreamingSpeechSessionConfig`): PCM streamed
-    as it is made (`stream_audio`), at speed 1.0 (the only speed it streams at)."""
-    # The session has no `speaker` field: a built-in speaker goes as `voice`.
-    msg: dict[str, Any] = {"type": "session.config", **voice_fields(opts, ref_audio_uri, "voice")}
-    msg["response_format"] = "pcm"
-    msg["stream_audio"] = True
-    msg["split_granularity"] = opts.split_granularity
-    return msg
+    """The first message of a session in the protocol of `opts.server` (vllm-omni's
+    `session.config`, Nari's `request.start`; thetalker.backends)."""
+    agent = backends.get(opts.server).agent
+    if agent is None:
+        raise ValueError(f"server {opts.server} has no agent-mode socket")
+    return agent.start(opts, ref_audio_uri)
 
 
 @dataclass(frozen=True)
@@ -247,6 +246,27 @@ async def run_session(
                 await sender
 
 
+SessionRunner = Callable[
+    [
+        aiohttp.ClientSession,
+        str,
+        dict[str, Any],
+        Sequence[str],
+        Sequence[float],
+        float,
+        WsExchange,
+    ],
+    Awaitable[None],
+]
+
+
+def session_runner(protocol: str) -> SessionRunner:
+    """The client side of an agent protocol (thetalker.backends.AgentProtocol.name)."""
+    if protocol == "vllm-omni.stream":
+        return run_session
+    raise ValueError(f"no client for the agent protocol {protocol!r}")
+
+
 class WsSender(InFlight):
     """`await sender(item, scheduled)` runs one session; the same interface as the HTTP
     path's `Sender`, so both schedules (closed and open loop) and the workers use it."""
@@ -260,9 +280,13 @@ class WsSender(InFlight):
         on_done: Callable[[Any], None] | None = None,
         plan: TextPlan | None = None,
     ) -> None:
+        agent = backends.get(opts.server).agent
+        if agent is None:
+            raise ValueError(f"server {opts.server} has no agent-mode socket")
         self._session = session
-        self._url = stream_url(opts.base_url)
-        self._config = session_config(opts, ref_uri)
+        self._url = stream_url(opts.base_url, agent.path)
+        self._config = agent.start(opts, ref_uri)
+        self._run = session_runner(agent.name)
         self._timeout_s = opts.timeout_s
         self._plan = plan or TextPlan.for_run(opts)
         self._sink = sink
@@ -273,7 +297,7 @@ class WsSender(InFlight):
         index, prompt, warmup = item
         ex = WsExchange(index, prompt, warmup, scheduled)
         pieces, offsets = self._plan.pieces(prompt.text, index)
-        session = run_session(
+        session = self._run(
             self._session, self._url, self._config, pieces, offsets, self._timeout_s, ex
         )
         await self._track(ex, session, "session")

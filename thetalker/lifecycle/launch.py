@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from thetalker import backends
 from thetalker.api import speech as speech_api
 from thetalker.data.wavio import WavError
 from thetalker.lifecycle import leftover as _leftover
@@ -83,7 +84,8 @@ __all__ = [
     "stop_process_group",
 ]
 
-LAUNCHERS = ("local", "vllm-omni")
+# Every server kind of thetalker.backends; each says how it is started (`Backend.launch`).
+LAUNCHERS = backends.names()
 LEFTOVER_POLICIES = ("stop", "refuse")
 # The "vllm-omni" system asks for stock vllm-omni. Neither vllm nor vllm-omni reads this
 # variable (outside code enters as entry-point plugins); it marks the intent, and
@@ -164,27 +166,28 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def build_command(spec: ServerSpec, port: int) -> list[str]:
-    """The server's command line for ``spec`` on ``port``."""
-    if spec.launcher == "local":
-        cmd = [sys.executable, "-m", "thetalker.server", "--host", spec.host, "--port", str(port)]
-        if spec.deploy_config is not None:
-            cmd += ["--deploy-config", str(spec.deploy_config)]
-        if spec.voices_dir is not None:
-            cmd += ["--voices-dir", str(spec.voices_dir)]
-    elif spec.launcher == "vllm-omni":
-        cmd = [spec.executable, "serve", spec.model_id, "--omni", "--trust-remote-code"]
-        cmd += ["--host", spec.host, "--port", str(port)]
-        if spec.deploy_config is not None:
-            cmd += ["--deploy-config", str(spec.deploy_config)]
-    else:
-        raise ValueError(f"ServerSpec.launcher: {spec.launcher!r} is not one of {LAUNCHERS}")
-    return cmd + [str(a) for a in spec.extra_args]
-
-
-def _health_ok(base_url: str) -> bool:
+def backend_of(spec: ServerSpec) -> backends.Backend:
+    """The server kind ``spec.launcher`` names (thetalker.backends); ValueError if none."""
     try:
-        with _OPENER.open(base_url + "/health", timeout=2.0) as resp:
+        return backends.get(spec.launcher)
+    except backends.UnknownBackendError:
+        raise ValueError(
+            f"ServerSpec.launcher: {spec.launcher!r} is not one of {LAUNCHERS}"
+        ) from None
+
+
+def build_command(spec: ServerSpec, port: int) -> list[str]:
+    """The server's command line for ``spec`` on ``port`` (its backend's ``launch.command``)."""
+    command = backend_of(spec).launch.command
+    if command is None:
+        raise ValueError(f"ServerSpec.launcher: {spec.launcher!r} starts no server")
+    return command(spec, port) + [str(a) for a in spec.extra_args]
+
+
+def _health_ok(base_url: str, path: str = "/health") -> bool:
+    """Whether ``GET path`` (the backend's ``ready_path``: /health, Nari's /ready) is 200."""
+    try:
+        with _OPENER.open(base_url + path, timeout=2.0) as resp:
             return resp.status == 200
     except (urllib.error.URLError, OSError, ValueError):
         # Refused: the port only opens once the model is loaded. 503: engine dead or absent.
@@ -192,7 +195,12 @@ def _health_ok(base_url: str) -> bool:
 
 
 def _wait_healthy(
-    proc: subprocess.Popen, base_url: str, timeout_s: float, log_path: Path, cmd: list[str]
+    proc: subprocess.Popen,
+    base_url: str,
+    timeout_s: float,
+    log_path: Path,
+    cmd: list[str],
+    ready_path: str = "/health",
 ) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -202,7 +210,7 @@ def _wait_healthy(
                 f"server exited with code {code} during startup: {' '.join(cmd)} (log: {log_path})",
                 log_tail(log_path),
             )
-        if _health_ok(base_url):
+        if _health_ok(base_url, ready_path):
             return
         if time.monotonic() >= deadline:
             raise ServerStartError(
@@ -237,7 +245,7 @@ def _prepare_paths(spec: ServerSpec) -> tuple[Path, Path | None]:
         log_path = Path(spec.log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     voices_dir = Path(spec.voices_dir) if spec.voices_dir is not None else None
-    if voices_dir is None and spec.launcher == "vllm-omni":
+    if voices_dir is None and backend_of(spec).launch.voices_dir:
         # A fresh folder per run: the server reloads every voice it finds there.
         voices_dir = Path(tempfile.mkdtemp(prefix="speakers-", dir=log_path.parent))
     if voices_dir is not None:
@@ -308,7 +316,8 @@ def _check_port(host: str, port: int) -> None:
 def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict:
     """What the server's interpreter has installed (plugins included); warns when a stock
     (THESTAGE_VLLM_OMNI=0) server would load the thestage library anyway."""
-    python = sys.executable if spec.launcher == "local" else server_python(cmd, env)
+    python = sys.executable if backend_of(spec).launch.probe_python == "self" else None
+    python = python or server_python(cmd, env)
     facts = probe_serving_env(python, env)
     verdict = contamination(facts, None, None, spec.env)
     if verdict["stock_contaminated"]:
@@ -327,8 +336,7 @@ def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict:
 @contextlib.contextmanager
 def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
     """Serve ``spec`` for the duration of the block; see the module docstring."""
-    if spec.launcher not in LAUNCHERS:
-        raise ValueError(f"ServerSpec.launcher: {spec.launcher!r} is not one of {LAUNCHERS}")
+    backend = backend_of(spec)
     if spec.leftover not in LEFTOVER_POLICIES:
         raise ValueError(
             f"ServerSpec.leftover: {spec.leftover!r} is not one of {LEFTOVER_POLICIES}"
@@ -339,10 +347,9 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
     port = spec.port if spec.port is not None else free_port(spec.host)
     set_env = {str(k): str(v) for k, v in spec.env.items()}
     set_env.update(_secret_values(spec.secret_env))
-    if spec.launcher == "vllm-omni":
-        set_env["SPEAKER_SAMPLES_DIR"] = str(voices_dir)
-    else:
-        set_env.setdefault("PYTHONUNBUFFERED", "1")  # log lines reach the file as they happen
+    set_env.update(backend.launch.env(spec, voices_dir))  # the kind's own, e.g. its voices
+    for name, value in backend.launch.env_defaults.items():
+        set_env.setdefault(name, value)  # unless the system sets it
     base_env = {**os.environ, **set_env}
     spec_for_cmd = dataclasses.replace(spec, voices_dir=voices_dir)
     proc: subprocess.Popen | None = None
@@ -354,7 +361,7 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
         shown = redact_command(cmd) or []
         _check_port(spec.host, port)
         try:
-            if spec.launcher == "vllm-omni" and spec.check_gpu:
+            if backend.launch.check_gpu and spec.check_gpu:
                 check_gpu_empty()
             if spec.mps:
                 mps = start_mps(spec.mps_control, log_path.parent, base_env)
@@ -376,7 +383,7 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
         # At once, before the health wait: a launcher killed now leaves a findable server.
         _leftover.write_record(record_path, pid=proc.pid, port=port, host=spec.host, command=shown)
         base_url = f"http://{spec.host}:{port}"
-        _wait_healthy(proc, base_url, spec.health_timeout_s, log_path, shown)
+        _wait_healthy(proc, base_url, spec.health_timeout_s, log_path, shown, backend.ready_path)
         server = RunningServer(
             base_url=base_url,
             command=shown,
