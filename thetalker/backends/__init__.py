@@ -38,6 +38,7 @@ DEFAULT = "vllm-omni"
 _MODULES = {
     "vllm-omni": "thetalker.backends.vllm_omni",
     "local": "thetalker.backends.local",
+    "nari": "thetalker.backends.nari",
 }
 
 

@@ -65,8 +65,14 @@ class AgentProtocol:
     done: str
     # The first message the client sends (`session.config`, `request.start`): (opts, ref_uri).
     start: Callable[[Any, str | None], Body]
-    # The server splits the text into units itself (vllm-omni: `split_granularity`).
+    # The server splits the text into units itself (vllm-omni: `split_granularity`); False:
+    # the text streams into one request (recorded as split_granularity "none").
     splits_text: bool = True
+    # Events the server sends before it reads the start message (Nari's `session.created`):
+    # an `error` right after them is still a refused start.
+    greetings: tuple[str, ...] = ()
+    # Fields of the start message that differ per request, (opts, request index); None: none.
+    per_request: Callable[[Any, int], Body] | None = None
 
 
 @dataclass(frozen=True)
@@ -103,7 +109,10 @@ class Launch:
     voices_dir: bool = False
     check_gpu: bool = False
     probe_python: str | None = None
-    profiles: tuple[str, ...] = ()  # named engine profiles (Nari: ttfa, balanced, throughput)
+    # Named engine profiles (Nari: ttfa, balanced, throughput); non-empty: one is required.
+    profiles: tuple[str, ...] = ()
+    # What the startup log states about the engine, kept as provenance (log text -> facts).
+    startup_facts: Callable[[str], dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,9 @@ class Backend:
     errors: Errors = field(default_factory=Errors)
     metrics_path: str | None = None  # a Prometheus /metrics, or None
     voice_upload: bool = False  # POST /v1/audio/voices (register_voice)
+    task_types: tuple[str, ...] | None = None  # the speech API's task types it serves; None: all
+    # Speakers it has (CustomVoice), when fixed and known; None: ask the server.
+    speakers: tuple[str, ...] | None = None
     # The body of a cut stream and a refused request are typed by the client as `truncated`
     # and by `errors`; a server whose overload shows another way says so here.
     notes: str = ""

@@ -174,6 +174,9 @@ def validate_options(opts: BenchOptions) -> None:
         bad("stream_format", f"{opts.stream_format!r}: server {opts.server} streams {allowed}")
     if opts.protocol == "websocket" and backend.agent is None:
         bad("protocol", f"server {opts.server} has no agent-mode socket")
+    if backend.task_types is not None and opts.task_type not in backend.task_types:
+        allowed = ", ".join(backend.task_types)
+        bad("task_type", f"server {opts.server} serves {allowed} only (got {opts.task_type})")
     if opts.register_voice is not None and not backend.voice_upload:
         bad("register_voice", f"server {opts.server} has no voice upload")
     _validate_agent(opts, bad)

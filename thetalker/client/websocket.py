@@ -124,13 +124,25 @@ async def _sleep_until(due: float) -> None:
         await asyncio.sleep(wait)
 
 
+def _vllm_piece(_sequence: int, piece: str) -> str:
+    return json.dumps({"type": "input.text", "text": piece})
+
+
+def _vllm_done(_sequence: int) -> str:
+    return _INPUT_DONE
+
+
 async def _send_text(
     ws: aiohttp.ClientWebSocketResponse,
     pieces: Sequence[str],
     offsets: Sequence[float],
     ex: WsExchange,
+    piece_message: Callable[[int, str], str] = _vllm_piece,
+    done_message: Callable[[int], str] = _vllm_done,
 ) -> None:
-    """The text at its pace, then `input.done`; stops quietly when the socket goes."""
+    """The text at its pace, then the end of input (vllm-omni's `input.text` and
+    `input.done` unless told; `(sequence, piece)` numbers them from 0); stops quietly when
+    the socket goes."""
     times, sent = ex.text_times, ex.text_pieces
     start: float | None = None  # the first piece's stamp: the offsets count from it
     try:
@@ -142,9 +154,9 @@ async def _send_text(
                 start = t - offset
             times.append(t)
             sent.append(piece)
-            await ws.send_str(json.dumps({"type": "input.text", "text": piece}))
+            await ws.send_str(piece_message(len(sent) - 1, piece))
         ex.t_input_done = time.perf_counter()
-        await ws.send_str(_INPUT_DONE)
+        await ws.send_str(done_message(len(sent)))
     except (ConnectionError, aiohttp.ClientError, RuntimeError):
         return  # the server closed the socket: the receive loop records how
 
@@ -185,11 +197,19 @@ def _event_type(raw: str) -> str | None:
 
 
 def _event_message(raw: str) -> str:
+    """An `error` event's message: vllm-omni's top-level `message`, or Nari's
+    `error.message` (with its `code`)."""
     try:
         value = json.loads(raw)
     except json.JSONDecodeError:
         return raw[:300]
-    return str(value.get("message", raw))[:300] if isinstance(value, dict) else raw[:300]
+    if not isinstance(value, dict):
+        return raw[:300]
+    nested = value.get("error")
+    if "message" not in value and isinstance(nested, dict) and "message" in nested:
+        code = f"{nested['code']}: " if nested.get("code") else ""
+        return (code + str(nested["message"]))[:300]
+    return str(value.get("message", raw))[:300]
 
 
 def _closed_message(ws: aiohttp.ClientWebSocketResponse, msg: aiohttp.WSMessage) -> str:
@@ -264,6 +284,10 @@ def session_runner(protocol: str) -> SessionRunner:
     """The client side of an agent protocol (thetalker.backends.AgentProtocol.name)."""
     if protocol == "vllm-omni.stream":
         return run_session
+    if protocol == "nari.speech.v1":
+        from thetalker.client.nari_socket import run_nari_session
+
+        return run_nari_session
     raise ValueError(f"no client for the agent protocol {protocol!r}")
 
 
@@ -286,6 +310,8 @@ class WsSender(InFlight):
         self._session = session
         self._url = stream_url(opts.base_url, agent.path)
         self._config = agent.start(opts, ref_uri)
+        self._per_request = agent.per_request
+        self._opts = opts
         self._run = session_runner(agent.name)
         self._timeout_s = opts.timeout_s
         self._plan = plan or TextPlan.for_run(opts)
@@ -297,7 +323,8 @@ class WsSender(InFlight):
         index, prompt, warmup = item
         ex = WsExchange(index, prompt, warmup, scheduled)
         pieces, offsets = self._plan.pieces(prompt.text, index)
-        session = self._run(
-            self._session, self._url, self._config, pieces, offsets, self._timeout_s, ex
-        )
+        config = self._config
+        if self._per_request is not None:  # e.g. Nari's seed: no two requests alike
+            config = {**config, **self._per_request(self._opts, index)}
+        session = self._run(self._session, self._url, config, pieces, offsets, self._timeout_s, ex)
         await self._track(ex, session, "session")

@@ -129,6 +129,7 @@ class ServerSpec:
     record_path: str | Path | None = None  # None: <log stem>.pid.json beside an explicit log
     leftover: str = "stop"  # a still-running server from the record: "stop" it or "refuse"
     check_gpu: bool = True  # vllm-omni launcher: refuse a GPU nvidia-smi shows in use
+    profile: str | None = None  # the engine profile of a kind that has them (Nari's --profile)
 
 
 @dataclass
@@ -145,6 +146,9 @@ class RunningServer:
     pgid: int | None = None
     record_path: Path | None = None  # the PID record (removed once the server is stopped)
     serving_env: dict | None = None  # thetalker.lifecycle.serving_env.probe_serving_env's facts
+    # What the server's startup log states (its backend's `launch.startup_facts`), e.g.
+    # Nari's execution-config SHA-256; recorded only when there is something.
+    startup: dict | None = None
 
     def as_record(self) -> dict:
         return {
@@ -156,7 +160,7 @@ class RunningServer:
             "port": self.port,
             "log_path": str(self.log_path),
             "voice": self.voice,
-        }
+        } | ({"startup": self.startup} if self.startup else {})
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -337,6 +341,14 @@ def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict:
 def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
     """Serve ``spec`` for the duration of the block; see the module docstring."""
     backend = backend_of(spec)
+    profiles = backend.launch.profiles
+    if profiles and spec.profile not in profiles:
+        raise ValueError(
+            f"ServerSpec.profile: {spec.profile!r} is not one of {', '.join(profiles)} "
+            f"(server {spec.launcher} needs one)"
+        )
+    if not profiles and spec.profile is not None:
+        raise ValueError(f"ServerSpec.profile: server {spec.launcher} has no profiles")
     if spec.leftover not in LEFTOVER_POLICIES:
         raise ValueError(
             f"ServerSpec.leftover: {spec.leftover!r} is not one of {LEFTOVER_POLICIES}"
@@ -395,6 +407,8 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
             record_path=record_path,
             serving_env=serving_env,
         )
+        if backend.launch.startup_facts is not None:
+            server.startup = backend.launch.startup_facts(log_path.read_text("utf-8", "replace"))
         if spec.register_voice:
             server.voice = register_voice(base_url, spec.register_voice)
         yield server
