@@ -39,6 +39,8 @@ _MODULES = {
     "vllm-omni": "thetalker.backends.vllm_omni",
     "local": "thetalker.backends.local",
     "nari": "thetalker.backends.nari",
+    "external": "thetalker.backends.external",
+    "command": "thetalker.backends.command",
 }
 
 
@@ -46,9 +48,12 @@ class UnknownBackendError(ValueError):
     """A server kind no module describes; the message lists the known ones."""
 
 
-def names() -> tuple[str, ...]:
-    """Every known server kind, in registry order."""
-    return tuple(_MODULES)
+def names(speaking: bool | None = None) -> tuple[str, ...]:
+    """Every known server kind, in registry order; `speaking=True`: only the kinds whose
+    API the client can speak (not the launchers that front another kind)."""
+    if speaking is None:
+        return tuple(_MODULES)
+    return tuple(n for n in _MODULES if get(n).speaks == speaking)
 
 
 def get(name: str) -> Backend:

@@ -109,6 +109,10 @@ class Launch:
     voices_dir: bool = False
     check_gpu: bool = False
     probe_python: str | None = None
+    # The repository's deploy file of the model can be given to it (`use_deploy_file`).
+    deploy_files: bool = False
+    # An NVIDIA MPS daemon may be started for it (a model's `mps`); False: never.
+    mps: bool = False
     # Named engine profiles (Nari: ttfa, balanced, throughput); non-empty: one is required.
     profiles: tuple[str, ...] = ()
     # What the startup log states about the engine, kept as provenance (log text -> facts).
@@ -123,7 +127,8 @@ class Backend:
     summary: str  # one line for --help and the docs
     launch: Launch
     body: BodyDialect
-    ready_path: str = "/health"  # GET answering 200 once requests can be served
+    # GET answering 200 once requests can be served; None: nothing to wait for (external).
+    ready_path: str | None = "/health"
     stream_formats: tuple[str, ...] = ("audio",)  # `stream_format` values it can stream
     agent: AgentProtocol | None = None  # None: no agent-mode socket
     sample_rate: str | int = SAMPLE_RATE_WAV_PROBE  # or a fixed rate in Hz
@@ -133,6 +138,9 @@ class Backend:
     task_types: tuple[str, ...] | None = None  # the speech API's task types it serves; None: all
     # Speakers it has (CustomVoice), when fixed and known; None: ask the server.
     speakers: tuple[str, ...] | None = None
+    # False for a launcher that fronts a server of another kind (external, command): the
+    # client speaks the kind the system names (`server`), never this one.
+    speaks: bool = True
     # The body of a cut stream and a refused request are typed by the client as `truncated`
     # and by `errors`; a server whose overload shows another way says so here.
     notes: str = ""

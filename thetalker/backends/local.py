@@ -29,6 +29,8 @@ BACKEND = Backend(
         command=command,
         env_defaults={"PYTHONUNBUFFERED": "1"},  # log lines reach the file as they happen
         probe_python="self",
+        deploy_files=True,
+        mps=True,  # as the workflow always passed a model's `mps` on (a CPU server ignores it)
     ),
     body=vllm_omni.DIALECT,
     ready_path="/health",

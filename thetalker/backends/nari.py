@@ -113,14 +113,13 @@ def startup_facts(log_text: str) -> dict[str, Any]:
 
 
 def command(spec: Any, port: int) -> list[str]:
-    """`nari-qwen3-tts-server --model ID --host H --port P --profile P [--engine-config F]`.
+    """`nari-qwen3-tts-server --model ID --host H --port P --profile P` (an engine-config
+    overlay goes in the system's extra args: the repository's deploy files are vllm-omni's).
     The lifecycle refuses a spec without a profile: the server would pick `ttfa` silently,
     which nari.md warns against."""
     cmd = [PROGRAM, "--model", spec.model_id, "--host", spec.host, "--port", str(port)]
     if spec.profile is not None:
         cmd += ["--profile", str(spec.profile)]
-    if spec.deploy_config is not None:
-        cmd += ["--engine-config", str(spec.deploy_config)]
     return cmd
 
 

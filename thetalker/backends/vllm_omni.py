@@ -98,7 +98,15 @@ AGENT = AgentProtocol(
 BACKEND = Backend(
     name="vllm-omni",
     summary="vllm-omni 0.30.0 (`vllm-omni serve <id> --omni`), the speech API of speech-api.md",
-    launch=Launch(command=command, env=env, voices_dir=True, check_gpu=True, probe_python="server"),
+    launch=Launch(
+        command=command,
+        env=env,
+        voices_dir=True,
+        check_gpu=True,
+        probe_python="server",
+        deploy_files=True,
+        mps=True,
+    ),
     body=DIALECT,
     ready_path="/health",
     stream_formats=("audio", "sse"),

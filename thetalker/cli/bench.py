@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="Benchmark a streaming /v1/audio/speech server.")
     where = p.add_argument_group("server")
     where.add_argument(
-        "--server", default=backends.DEFAULT, choices=backends.names(),
+        "--server", default=backends.DEFAULT, choices=backends.names(speaking=True),
         help="the server kind (thetalker.backends): which body, stream and socket it speaks "
         f"(default {backends.DEFAULT})",
     )  # fmt: skip

@@ -169,6 +169,8 @@ def validate_options(opts: BenchOptions) -> None:
         backend = backends.get(opts.server)
     except backends.UnknownBackendError as exc:
         bad("server", str(exc))
+    if not backend.speaks:
+        bad("server", f"{opts.server} is a launcher: name the API its server speaks")
     if opts.stream_format not in backend.stream_formats:
         allowed = ", ".join(backend.stream_formats)
         bad("stream_format", f"{opts.stream_format!r}: server {opts.server} streams {allowed}")

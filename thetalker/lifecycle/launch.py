@@ -65,7 +65,7 @@ from thetalker.lifecycle.processes import (
     stop_process_group,
 )
 from thetalker.lifecycle.serving_env import contamination, probe_serving_env, server_python
-from thetalker.util.redact import redact_command, redact_env
+from thetalker.util.redact import redact_command, redact_env, redact_url
 
 __all__ = [
     "LAUNCHERS",
@@ -130,6 +130,15 @@ class ServerSpec:
     leftover: str = "stop"  # a still-running server from the record: "stop" it or "refuse"
     check_gpu: bool = True  # vllm-omni launcher: refuse a GPU nvidia-smi shows in use
     profile: str | None = None  # the engine profile of a kind that has them (Nari's --profile)
+    # launcher "external": the running server's URL (nothing is started or stopped).
+    base_url: str | None = None
+    # launcher "command": the command template ({port}, {host}, {model}, {deploy}) and the
+    # GET path answering 200 once it is ready (None: the backend's, /health).
+    command: str | None = None
+    ready_path: str | None = None
+    # The variable holding the server's API key (thetalker.api.auth): external's /v1/models
+    # is asked with it. The name only, never the key.
+    api_key_env: str | None = None
 
 
 @dataclass
@@ -139,8 +148,8 @@ class RunningServer:
     base_url: str  # no trailing /v1
     command: list[str]  # redacted (thetalker.util.redact): safe to record
     env: dict[str, str]  # the variables set on top of the inherited environment, redacted
-    pid: int
-    port: int
+    pid: int | None  # None: an external server, not ours
+    port: int | None
     log_path: Path
     voice: str | None = None  # the registered voice's name, when one was registered
     pgid: int | None = None
@@ -149,6 +158,7 @@ class RunningServer:
     # What the server's startup log states (its backend's `launch.startup_facts`), e.g.
     # Nari's execution-config SHA-256; recorded only when there is something.
     startup: dict | None = None
+    api_key_env: str | None = None  # external: the key's variable, for provenance's requests
 
     def as_record(self) -> dict:
         return {
@@ -317,11 +327,13 @@ def _check_port(host: str, port: int) -> None:
             raise ServerStartError(f"port {port} on {host} is already in use by {holder}") from None
 
 
-def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict:
+def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict | None:
     """What the server's interpreter has installed (plugins included); warns when a stock
     (THESTAGE_VLLM_OMNI=0) server would load the thestage library anyway."""
-    python = sys.executable if backend_of(spec).launch.probe_python == "self" else None
-    python = python or server_python(cmd, env)
+    how = backend_of(spec).launch.probe_python
+    if how is None:  # not a Python server this process can look into
+        return None
+    python = sys.executable if how == "self" else server_python(cmd, env)
     facts = probe_serving_env(python, env)
     verdict = contamination(facts, None, None, spec.env)
     if verdict["stock_contaminated"]:
@@ -349,6 +361,9 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
         )
     if not profiles and spec.profile is not None:
         raise ValueError(f"ServerSpec.profile: server {spec.launcher} has no profiles")
+    if backend.launch.command is None:  # an external server: nothing to start or stop
+        yield _external_server(spec)
+        return
     if spec.leftover not in LEFTOVER_POLICIES:
         raise ValueError(
             f"ServerSpec.leftover: {spec.leftover!r} is not one of {LEFTOVER_POLICIES}"
@@ -395,7 +410,8 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
         # At once, before the health wait: a launcher killed now leaves a findable server.
         _leftover.write_record(record_path, pid=proc.pid, port=port, host=spec.host, command=shown)
         base_url = f"http://{spec.host}:{port}"
-        _wait_healthy(proc, base_url, spec.health_timeout_s, log_path, shown, backend.ready_path)
+        ready_path = spec.ready_path or backend.ready_path or "/health"
+        _wait_healthy(proc, base_url, spec.health_timeout_s, log_path, shown, ready_path)
         server = RunningServer(
             base_url=base_url,
             command=shown,
@@ -426,3 +442,25 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
                     stop_mps(mps, base_env)
             finally:
                 guard.restore(unwinding)
+
+
+def _external_server(spec: ServerSpec) -> RunningServer:
+    """The handle of a server someone else runs: its URL, no process, a note in the log."""
+    from urllib.parse import urlsplit
+
+    if not spec.base_url:
+        raise ValueError(f"ServerSpec.base_url: launcher {spec.launcher} needs the server's URL")
+    base_url = speech_api.normalize_base_url(spec.base_url)
+    log_path, _ = _prepare_paths(spec)
+    with open(log_path, "ab") as log:
+        note = f"# thetalker.lifecycle.launch: external server {redact_url(base_url)}\n"
+        log.write(note.encode())
+    return RunningServer(
+        base_url=base_url,
+        command=[],
+        env={},
+        pid=None,
+        port=urlsplit(base_url).port,
+        log_path=log_path,
+        api_key_env=spec.api_key_env,
+    )
