@@ -41,12 +41,21 @@ def _get(url: str) -> tuple[int, dict]:
 
 
 class Standin:
-    def __init__(self, tmp: Path, env: dict[str, str], profile: str = "ttfa") -> None:
+    def __init__(self, tmp: Path, env: dict[str, str], profile: str = "ttfa", *args: str) -> None:
         self.port = free_port()
         self.log = tmp / f"nari-{self.port}.jsonl"
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [str(PROGRAM), "--profile", profile, "--host", "127.0.0.1", "--port", str(self.port)],
+            [
+                str(PROGRAM),
+                "--profile",
+                profile,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                *args,
+            ],
             env={**os.environ, "STANDIN_LOG": str(self.log), **env},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -201,6 +210,19 @@ def test_not_ready_is_its_own_failure(tmp_path: Path):
         assert record["error"]["type"] == "not_ready"
         assert record["error"]["status"] == 503
         assert "service_starting" in record["error"]["message"]
+
+
+def test_over_capacity_is_overloaded(tmp_path: Path):
+    env = {"STANDIN_WARMUP_S": "0", "STANDIN_CHUNK_DELAY_S": "0.2"}  # each request holds its slot
+    server = Standin(tmp_path, env, "ttfa", "--max-active-requests", "1")
+    try:
+        server.wait_ready()
+        _bench(server.base_url, tmp_path / "busy", "--concurrency", "4", "--requests", "8")
+    finally:
+        server.stop()
+    errors = [r["error"] for r in read_records(tmp_path / "busy" / "records.jsonl") if r["error"]]
+    assert errors and all(e["type"] == "overloaded" and e["status"] == 429 for e in errors)
+    assert all("active request capacity exceeded" in e["message"] for e in errors)
 
 
 def test_launcher_waits_for_ready_and_keeps_the_profile_sha(tmp_path: Path, monkeypatch):

@@ -52,3 +52,58 @@ def test_errors_type_a_status_by_its_message_then_its_status():
     assert errors.failure_type(503, "Service is NOT READY: starting") == "not_ready"
     assert errors.failure_type(503, "budget exceeded") == "overloaded"
     assert errors.failure_type(500, "boom") == "http_status"
+
+
+def test_nari_body_has_only_its_schema_fields_in_exact_types():
+    opts = BenchOptions(
+        server="nari", model="m", speaker="ryan", max_new_tokens=512, instructions="calm"
+    )
+    body = build_request_body(opts, "Hi.")
+    assert body == {
+        "input": "Hi.",
+        "model": "m",
+        "voice": "ryan",  # never `speaker`
+        "language": "English",
+        "instructions": "calm",
+        "max_new_tokens": 512,
+        "response_format": "pcm",
+        "stream": True,
+        "non_streaming_mode": False,  # the streaming text layout
+        "seed": 42,
+    }
+    assert type(body["seed"]) is int and type(body["max_new_tokens"]) is int
+    probe = backends.get("nari").body.probe(body)
+    assert "stream" not in probe and probe["response_format"] == "wav"
+
+
+def test_nari_requests_get_a_seed_each():
+    opts = BenchOptions(server="nari", speaker="ryan", seed=7)
+    encoder = BodyEncoder(opts, None)
+    first, second = json.loads(encoder.encode("Hi.", 0)), json.loads(encoder.encode("Hi.", 1))
+    assert (first["seed"], second["seed"]) == (7, 8)
+    assert {k: v for k, v in first.items() if k != "seed"} == {
+        k: v for k, v in second.items() if k != "seed"
+    }
+    start = backends.get("nari").agent.start(opts, None)
+    assert start["type"] == "request.start" and "input" not in start and "stream" not in start
+
+
+@pytest.mark.parametrize(
+    ("opts", "message"),
+    [
+        (BenchOptions(server="nari", stream_format="sse"), "stream_format: 'sse': server nari"),
+        (BenchOptions(server="nari", task_type="Base", voice="v"), "task_type: server nari"),
+        (BenchOptions(server="external"), "server: external is a launcher"),
+    ],
+)
+def test_options_refuse_what_a_server_cannot_do(opts: BenchOptions, message: str):
+    with pytest.raises(OptionsError, match=f"^{message}"):
+        validate_options(opts)
+
+
+def test_nari_errors_are_typed_by_what_they_mean():
+    errors = backends.get("nari").errors
+    assert errors.failure_type(422, "body.task_type: Extra inputs are not permitted") == "rejected"
+    assert errors.failure_type(429, "active request capacity exceeded") == "overloaded"
+    assert errors.failure_type(503, "Qwen3-TTS service is not ready: service_failed") == "not_ready"
+    assert errors.failure_type(500, "Qwen3-TTS serving request failed") == "http_status"
