@@ -94,6 +94,7 @@ def test_nari_requests_get_a_seed_each():
         (BenchOptions(server="nari", stream_format="sse"), "stream_format: 'sse': server nari"),
         (BenchOptions(server="nari", task_type="Base", voice="v"), "task_type: server nari"),
         (BenchOptions(server="external"), "server: external is a launcher"),
+        (BenchOptions(server="nari", speaker="joe"), "speaker: server nari has no speaker 'joe'"),
     ],
 )
 def test_options_refuse_what_a_server_cannot_do(opts: BenchOptions, message: str):

@@ -136,11 +136,10 @@ class Backend:
     metrics_path: str | None = None  # a Prometheus /metrics, or None
     voice_upload: bool = False  # POST /v1/audio/voices (register_voice)
     task_types: tuple[str, ...] | None = None  # the speech API's task types it serves; None: all
-    # Speakers it has (CustomVoice), when fixed and known; None: ask the server.
+    # Speakers it has (CustomVoice), when fixed and known; None: ask the server. Compared
+    # after `normalise_speaker`, as the server compares them.
     speakers: tuple[str, ...] | None = None
+    normalise_speaker: Callable[[str], str] = str
     # False for a launcher that fronts a server of another kind (external, command): the
     # client speaks the kind the system names (`server`), never this one.
     speaks: bool = True
-    # The body of a cut stream and a refused request are typed by the client as `truncated`
-    # and by `errors`; a server whose overload shows another way says so here.
-    notes: str = ""

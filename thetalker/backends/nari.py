@@ -39,6 +39,11 @@ SPEAKERS = (
 _SEED_SPACE = 2**31  # `seed` is an int >= 0
 
 
+def normalise(name: str) -> str:
+    """A voice or language as Nari compares it: trimmed, lower case, `-` and space as `_`."""
+    return name.strip().lower().replace("-", "_").replace(" ", "_")
+
+
 def request_seed(opts: Any, index: int) -> int:
     """The `seed` of request `index`: the run's seed plus the index, so no two requests of a
     run sample alike (Nari's default would give every request seed 0) and a rerun repeats."""
@@ -156,4 +161,5 @@ BACKEND = Backend(
     voice_upload=False,
     task_types=("CustomVoice",),
     speakers=SPEAKERS,
+    normalise_speaker=normalise,
 )

@@ -72,9 +72,7 @@ async def _receive_frames(ws: aiohttp.ClientWebSocketResponse, ex: WsExchange) -
         else:
             ex.close_code = ws.close_code
             if ex.failure is None:
-                ex.failure = ("closed_early", _closed_message(ws, msg).replace(
-                    "session.done", "response.done"
-                ))  # fmt: skip
+                ex.failure = ("closed_early", _closed_message(ws, msg, "response.done"))
             return
 
 

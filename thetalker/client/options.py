@@ -179,6 +179,11 @@ def validate_options(opts: BenchOptions) -> None:
     if backend.task_types is not None and opts.task_type not in backend.task_types:
         allowed = ", ".join(backend.task_types)
         bad("task_type", f"server {opts.server} serves {allowed} only (got {opts.task_type})")
+    speaker = opts.voice or opts.speaker
+    if speaker and backend.speakers and backend.normalise_speaker(speaker) not in backend.speakers:
+        name = "voice" if opts.voice else "speaker"
+        known = ", ".join(backend.speakers)
+        bad(name, f"server {opts.server} has no speaker {speaker!r} (it has {known})")
     if opts.register_voice is not None and not backend.voice_upload:
         bad("register_voice", f"server {opts.server} has no voice upload")
     _validate_agent(opts, bad)

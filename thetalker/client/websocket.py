@@ -212,11 +212,14 @@ def _event_message(raw: str) -> str:
     return str(value.get("message", raw))[:300]
 
 
-def _closed_message(ws: aiohttp.ClientWebSocketResponse, msg: aiohttp.WSMessage) -> str:
+def _closed_message(
+    ws: aiohttp.ClientWebSocketResponse, msg: aiohttp.WSMessage, done: str = "session.done"
+) -> str:
+    """Why the socket is gone before `done` (the protocol's last event)."""
     code = ws.close_code
     if msg.type == aiohttp.WSMsgType.ERROR:
-        return f"the socket failed before session.done: {_describe(msg.data)}"
-    return f"the server closed the socket before session.done (close code {code})"
+        return f"the socket failed before {done}: {_describe(msg.data)}"
+    return f"the server closed the socket before {done} (close code {code})"
 
 
 async def run_session(
