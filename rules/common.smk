@@ -16,12 +16,13 @@ wfc.check_quality(config)
 SYSTEMS = list(config["systems"])
 # protocol: websocket systems (the agent mode, results/tables/agent.md).
 AGENT_SYSTEMS = wfc.agent_systems(config)
-# Quality (WER) runs are whole-text runs: the agent mode measures timing, not the voice.
-QUALITY_SYSTEMS = [s for s in SYSTEMS if s not in AGENT_SYSTEMS]
 MODELS = list(config["models"])
 # (model, system) of every run, models then systems: a system runs its `models` (default all).
 RUNS = wfc.runs(config)
-QUALITY_RUNS = wfc.quality_runs(config, QUALITY_SYSTEMS)
+# Quality (WER) runs are whole-text runs: the agent mode measures timing, not the voice; and
+# none where the server cannot serve the quality checkpoint (Nari: no -Base model).
+QUALITY_RUNS = wfc.quality_runs(config, [s for s in SYSTEMS if s not in AGENT_SYSTEMS])
+QUALITY_SYSTEMS = [s for s in SYSTEMS if any(s == system for _, system in QUALITY_RUNS)]
 CONCURRENCY = [int(c) for c in config["concurrency"]]
 # The grid's points, in the order a bench job runs them: c{N}, then r{R} (request_rates).
 POINTS = wfc.point_labels(config)
