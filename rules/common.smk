@@ -16,9 +16,13 @@ wfc.check_quality(config)
 SYSTEMS = list(config["systems"])
 # protocol: websocket systems (the agent mode, results/tables/agent.md).
 AGENT_SYSTEMS = wfc.agent_systems(config)
-# Quality (WER) runs are whole-text runs: the agent mode measures timing, not the voice.
-QUALITY_SYSTEMS = [s for s in SYSTEMS if s not in AGENT_SYSTEMS]
 MODELS = list(config["models"])
+# (model, system) of every run, models then systems: a system runs its `models` (default all).
+RUNS = wfc.runs(config)
+# Quality (WER) runs are whole-text runs: the agent mode measures timing, not the voice; and
+# none where the server cannot serve the quality checkpoint (Nari: no -Base model).
+QUALITY_RUNS = wfc.quality_runs(config, [s for s in SYSTEMS if s not in AGENT_SYSTEMS])
+QUALITY_SYSTEMS = [s for s in SYSTEMS if any(s == system for _, system in QUALITY_RUNS)]
 CONCURRENCY = [int(c) for c in config["concurrency"]]
 # The grid's points, in the order a bench job runs them: c{N}, then r{R} (request_rates).
 POINTS = wfc.point_labels(config)
@@ -61,30 +65,37 @@ def every_point(filename):
     """One file of every speed point (and round) on the grid, in config order: models, then
     systems, then points. The search points are in the manifests (every_search_manifest).
     """
-    return expand(
-        f"{RUN}/{{point}}/{{round}}{filename}",
-        model=MODELS,
-        system=SYSTEMS,
-        point=POINTS,
-        round=ROUNDS,
-    )
+    return [
+        path
+        for model, system in RUNS
+        for path in expand(
+            f"{RUN}/{{point}}/{{round}}{filename}",
+            model=model,
+            system=system,
+            point=POINTS,
+            round=ROUNDS,
+        )
+    ]
 
 
 def every_search_manifest():
-    return expand(SEARCH, model=MODELS, system=SYSTEMS)
+    return [SEARCH.format(model=m, system=s) for m, s in RUNS]
 
 
 def every_quality_run(filename):
     """One file of every quality run, in config order: models, then systems."""
-    return expand(f"{QUALITY_RUN}/{filename}", model=MODELS, system=QUALITY_SYSTEMS)
+    return [
+        f"{QUALITY_RUN}/{filename}".format(model=m, system=s) for m, s in QUALITY_RUNS
+    ]
 
 
 def compare_outputs():
     """The paired comparisons: every model, each (system_a, system_b) of quality.compare."""
     return [
-        path
+        COMPARISON.format(model=m, system_a=a, system_b=b)
         for a, b in wfc.wer_pairs(config)
-        for path in expand(COMPARISON, model=MODELS, system_a=a, system_b=b)
+        for m in MODELS
+        if (m, a) in QUALITY_RUNS and (m, b) in QUALITY_RUNS
     ]
 
 
@@ -154,9 +165,10 @@ onsuccess:
 
     summaries = every_point("summary.json")
     if QUALITY["enabled"]:
-        summaries += expand(
-            f"{QUALITY_POINT}/summary.json", model=MODELS, system=SYSTEMS
-        )
+        summaries += [
+            f"{QUALITY_POINT}/summary.json".format(model=m, system=s)
+            for m, s in QUALITY_RUNS
+        ]
     failed = failed_points_warning(summaries)
     if failed:
         print(failed, file=sys.stderr)

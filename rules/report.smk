@@ -164,12 +164,16 @@ rule capacity:
 rule agent_table:
     input:
         # The closed-loop points; with repeats, each point's first round.
-        expand(
-            f"{POINT}/{ROUNDS[0]}records.jsonl",
-            model=MODELS,
-            system=AGENT_SYSTEMS,
-            n=CONCURRENCY,
-        ),
+        [
+            path
+            for model, system in wfc.runs(config, AGENT_SYSTEMS)
+            for path in expand(
+                f"{POINT}/{ROUNDS[0]}records.jsonl",
+                model=model,
+                system=system,
+                n=CONCURRENCY,
+            )
+        ],
     output:
         table=report(
             "results/tables/agent.md",

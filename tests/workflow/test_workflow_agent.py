@@ -70,7 +70,8 @@ def test_agent_settings_are_checked_by_the_schema() -> None:
 
 def test_published_config_plans_the_agent_mode_on_vllm_omni() -> None:
     config = checked("published.yaml")
-    assert wfc.agent_systems(config) == ["vllm-omni-agent"]
+    # vllm-omni's sentence-split socket beside Nari's, whose text streams into one request.
+    assert wfc.agent_systems(config) == ["vllm-omni-agent", "nari-agent"]
     job = wfc.bench_job(config, "vllm-omni-agent", "qwen3tts17b")
     assert job.launcher == "vllm-omni" and job.agent["protocol"] == "websocket"
     assert job.model_id == "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"

@@ -120,8 +120,21 @@ def error_message(
             if isinstance(err, str):
                 return err
             if data.get("detail"):
-                return str(data["detail"])
+                return _detail_text(data["detail"])
     return text[:_SHOWN_CHARS] or f"HTTP {status} with an empty body"
+
+
+def _detail_text(detail: Any) -> str:
+    """FastAPI's `detail`: a string, or a validation error's list of `{loc, msg}`, said as
+    `body.task_type: Extra inputs are not permitted` (the field named, joined by `; `)."""
+    if isinstance(detail, list) and detail and all(isinstance(d, dict) for d in detail):
+        parts = []
+        for item in detail:
+            loc = ".".join(str(p) for p in item.get("loc") or ())
+            msg = str(item.get("msg", ""))
+            parts.append(f"{loc}: {msg}" if loc else msg)
+        return "; ".join(parts)
+    return str(detail)
 
 
 async def _json_reply(resp: aiohttp.ClientResponse, what: str) -> Any:

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from thetalker import backends
 from thetalker.api.speech import RESPONSE_FORMATS, STREAM_FORMATS, TASK_TYPES, VOICES_LIST_HINT
 from thetalker.client import (
     BenchError,
@@ -67,6 +68,11 @@ def _sample_rate(text: str) -> int | None:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="Benchmark a streaming /v1/audio/speech server.")
     where = p.add_argument_group("server")
+    where.add_argument(
+        "--server", default=backends.DEFAULT, choices=backends.names(speaking=True),
+        help="the server kind (thetalker.backends): which body, stream and socket it speaks "
+        f"(default {backends.DEFAULT})",
+    )  # fmt: skip
     where.add_argument("--base-url", help="e.g. http://127.0.0.1:8091 (overrides host/port)")
     where.add_argument("--host", default="127.0.0.1")
     where.add_argument("--port", type=int, default=8091)
@@ -218,7 +224,7 @@ _SAME_NAMES = (
     "model", "task_type", "voice", "ref_audio", "ref_text", "instructions", "max_new_tokens",
     "stream_format", "response_format", "sample_rate", "concurrency", "request_rate",
     "requests", "warmup", "seed", "save_audio_count", "workers", "max_error_rate",
-    "register_voice", "api_key_env",
+    "register_voice", "api_key_env", "server",
 )  # fmt: skip
 
 # The agent mode's flags (thetalker.client.websocket), named as their fields.

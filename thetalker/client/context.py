@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from thetalker import metrics
+from thetalker import backends, metrics
+from thetalker.backends import Backend
 from thetalker.client.options import BenchOptions
 from thetalker.client.receive import _Exchange
 from thetalker.data.records import RequestFigures
@@ -32,6 +33,12 @@ class RunContext:
     sample_rate: int = 0
     save_dir: Path | None = None
     save_below_index: int | None = None  # save audio of requests with a smaller index only
+
+    @property
+    def backend(self) -> Backend:
+        """The server kind's description (thetalker.backends), looked up by name: the
+        context crosses process boundaries, the backend's callables need not."""
+        return backends.get(self.opts.server)
 
     @classmethod
     def for_run(

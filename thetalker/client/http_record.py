@@ -33,7 +33,8 @@ def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
     if failure is None:
         limit = _ERROR_BODY_LIMIT  # what the receive loop reads of a non-audio body
         if status is not None and status >= 400:
-            failure = ("http_status", error_message(ex.error_body, status, ex.content_type, limit))
+            message = error_message(ex.error_body, status, ex.content_type, limit)
+            failure = (ctx.backend.errors.failure_type(status, message), message)
         elif not _is_stream_type(ex.content_type, opts.stream_format == "sse"):
             shown = error_message(ex.error_body, status, ex.content_type, limit)
             failure = ("content_type", f"HTTP {status} {ex.content_type}: {shown}")

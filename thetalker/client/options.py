@@ -72,6 +72,8 @@ class BenchOptions:
     # An explicit sample_rate checked against the server's (one non-streamed wav request
     # before the warmup; thetalker-bench sets it unless --trust-sample-rate).
     check_sample_rate: bool = False
+    # The server kind (thetalker.backends): which body, stream, socket and errors it speaks.
+    server: str = "vllm-omni"
 
 
 class BenchError(RuntimeError):
@@ -161,6 +163,29 @@ def validate_options(opts: BenchOptions) -> None:
     url_problem = _url_problem(opts.base_url)
     if url_problem:
         bad("base_url", f"{url_problem} (got {opts.base_url!r})")
+    from thetalker import backends
+
+    try:
+        backend = backends.get(opts.server)
+    except backends.UnknownBackendError as exc:
+        bad("server", str(exc))
+    if not backend.speaks:
+        bad("server", f"{opts.server} is a launcher: name the API its server speaks")
+    if opts.stream_format not in backend.stream_formats:
+        allowed = ", ".join(backend.stream_formats)
+        bad("stream_format", f"{opts.stream_format!r}: server {opts.server} streams {allowed}")
+    if opts.protocol == "websocket" and backend.agent is None:
+        bad("protocol", f"server {opts.server} has no agent-mode socket")
+    if backend.task_types is not None and opts.task_type not in backend.task_types:
+        allowed = ", ".join(backend.task_types)
+        bad("task_type", f"server {opts.server} serves {allowed} only (got {opts.task_type})")
+    speaker = opts.voice or opts.speaker
+    if speaker and backend.speakers and backend.normalise_speaker(speaker) not in backend.speakers:
+        name = "voice" if opts.voice else "speaker"
+        known = ", ".join(backend.speakers)
+        bad(name, f"server {opts.server} has no speaker {speaker!r} (it has {known})")
+    if opts.register_voice is not None and not backend.voice_upload:
+        bad("register_voice", f"server {opts.server} has no voice upload")
     _validate_agent(opts, bad)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import aiohttp
 
+from thetalker import backends
 from thetalker.api.speech import error_message, speech_url
 from thetalker.client.options import ProbeError, SampleRateError
 from thetalker.client.receive import _describe
@@ -16,11 +17,15 @@ __all__ = ["probe_sample_rate"]
 
 
 async def probe_sample_rate(
-    session: aiohttp.ClientSession, base_url: str, body: dict[str, Any], timeout_s: float
+    session: aiohttp.ClientSession,
+    base_url: str,
+    body: dict[str, Any],
+    timeout_s: float,
+    server: str = backends.DEFAULT,
 ) -> int:
-    """The server's rate from the header of one non-streamed `wav` response."""
-    probe = {k: v for k, v in body.items() if k not in ("stream", "stream_format")}
-    probe["response_format"] = "wav"
+    """The server's rate from the header of one non-streamed `wav` response: the streamed
+    `body` made a probe in the dialect of `server` (thetalker.backends)."""
+    probe = backends.get(server).body.probe(body)
     url = speech_url(base_url)
     try:
         async with (

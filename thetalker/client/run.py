@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from thetalker import backends
 from thetalker.api.speech import SpeechApiError, normalize_base_url, register_voice
 from thetalker.client.body import BodyEncoder, build_request_body
 from thetalker.client.context import RunContext
@@ -107,9 +108,12 @@ async def arun_benchmark(
                 except SpeechApiError as exc:
                     raise BenchError(str(exc)) from None
             first_body = build_request_body(opts, prompts[0].text, ref_uri)
-            if opts.sample_rate is None:
+            fixed_rate = backends.get(opts.server).sample_rate
+            if opts.sample_rate is None and isinstance(fixed_rate, int):
+                ctx.sample_rate, rate_source = fixed_rate, "server"  # the kind's fixed rate
+            elif opts.sample_rate is None:
                 ctx.sample_rate = await probe_sample_rate(
-                    session, base_url, first_body, opts.timeout_s
+                    session, base_url, first_body, opts.timeout_s, opts.server
                 )
             else:
                 ctx.sample_rate = opts.sample_rate
@@ -179,7 +183,7 @@ async def _check_explicit_rate(
     a wrong one would scale every audio second and RTFx. A server that cannot answer the
     probe leaves the explicit rate trusted, with a warning."""
     try:
-        served = await probe_sample_rate(session, base_url, body, opts.timeout_s)
+        served = await probe_sample_rate(session, base_url, body, opts.timeout_s, opts.server)
     except (ProbeError, SampleRateError) as exc:
         print(f"warning: sample_rate {opts.sample_rate} not checked: {exc}", file=sys.stderr)
         return

@@ -87,6 +87,6 @@ class Sender(InFlight):
     async def __call__(self, item: Item, scheduled: float | None) -> None:
         index, prompt, warmup = item
         ex = _Exchange(index, prompt, warmup, scheduled)
-        body = self._encoder.encode(prompt.text)
+        body = self._encoder.encode(prompt.text, index)
         receive = _receive(self._session, self._url, body, self._timeout_s, self._sse, ex)
         await self._track(ex, receive, "request")

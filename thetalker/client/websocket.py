@@ -21,14 +21,14 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
+from thetalker import backends
 from thetalker.api.speech import normalize_base_url
-from thetalker.client.body import voice_fields
 from thetalker.client.context import RecordSink
 from thetalker.client.options import BenchOptions
 from thetalker.client.pacing import load_trace, piece_offsets, text_pieces, words_per_s
@@ -53,11 +53,12 @@ _INPUT_DONE = json.dumps({"type": "input.done"})
 _SESSION_CLOSE = json.dumps({"type": "session.close"})
 
 
-def stream_url(base_url: str) -> str:
-    """`ws://h:p/v1/audio/speech/stream` (`wss://` for https) from the base URL."""
+def stream_url(base_url: str, path: str = STREAM_PATH) -> str:
+    """`ws://h:p/v1/audio/speech/stream` (`wss://` for https) from the base URL; `path` is
+    the server's socket (its backend's `agent.path`)."""
     url = normalize_base_url(base_url)
     scheme, rest = url.split("://", 1)
-    return ("wss" if scheme == "https" else "ws") + "://" + rest + STREAM_PATH
+    return ("wss" if scheme == "https" else "ws") + "://" + rest + path
 
 
 @dataclass
@@ -86,14 +87,12 @@ class WsExchange:
 
 
 def session_config(opts: BenchOptions, ref_audio_uri: str | None = None) -> dict[str, Any]:
-    """The `session.config` message (0.30.0's `StreamingSpeechSessionConfig`): PCM streamed
-    as it is made (`stream_audio`), at speed 1.0 (the only speed it streams at)."""
-    # The session has no `speaker` field: a built-in speaker goes as `voice`.
-    msg: dict[str, Any] = {"type": "session.config", **voice_fields(opts, ref_audio_uri, "voice")}
-    msg["response_format"] = "pcm"
-    msg["stream_audio"] = True
-    msg["split_granularity"] = opts.split_granularity
-    return msg
+    """The first message of a session in the protocol of `opts.server` (vllm-omni's
+    `session.config`, Nari's `request.start`; thetalker.backends)."""
+    agent = backends.get(opts.server).agent
+    if agent is None:
+        raise ValueError(f"server {opts.server} has no agent-mode socket")
+    return agent.start(opts, ref_audio_uri)
 
 
 @dataclass(frozen=True)
@@ -125,13 +124,25 @@ async def _sleep_until(due: float) -> None:
         await asyncio.sleep(wait)
 
 
+def _vllm_piece(_sequence: int, piece: str) -> str:
+    return json.dumps({"type": "input.text", "text": piece})
+
+
+def _vllm_done(_sequence: int) -> str:
+    return _INPUT_DONE
+
+
 async def _send_text(
     ws: aiohttp.ClientWebSocketResponse,
     pieces: Sequence[str],
     offsets: Sequence[float],
     ex: WsExchange,
+    piece_message: Callable[[int, str], str] = _vllm_piece,
+    done_message: Callable[[int], str] = _vllm_done,
 ) -> None:
-    """The text at its pace, then `input.done`; stops quietly when the socket goes."""
+    """The text at its pace, then the end of input (vllm-omni's `input.text` and
+    `input.done` unless told; `(sequence, piece)` numbers them from 0); stops quietly when
+    the socket goes."""
     times, sent = ex.text_times, ex.text_pieces
     start: float | None = None  # the first piece's stamp: the offsets count from it
     try:
@@ -143,9 +154,9 @@ async def _send_text(
                 start = t - offset
             times.append(t)
             sent.append(piece)
-            await ws.send_str(json.dumps({"type": "input.text", "text": piece}))
+            await ws.send_str(piece_message(len(sent) - 1, piece))
         ex.t_input_done = time.perf_counter()
-        await ws.send_str(_INPUT_DONE)
+        await ws.send_str(done_message(len(sent)))
     except (ConnectionError, aiohttp.ClientError, RuntimeError):
         return  # the server closed the socket: the receive loop records how
 
@@ -186,18 +197,29 @@ def _event_type(raw: str) -> str | None:
 
 
 def _event_message(raw: str) -> str:
+    """An `error` event's message: vllm-omni's top-level `message`, or Nari's
+    `error.message` (with its `code`)."""
     try:
         value = json.loads(raw)
     except json.JSONDecodeError:
         return raw[:300]
-    return str(value.get("message", raw))[:300] if isinstance(value, dict) else raw[:300]
+    if not isinstance(value, dict):
+        return raw[:300]
+    nested = value.get("error")
+    if "message" not in value and isinstance(nested, dict) and "message" in nested:
+        code = f"{nested['code']}: " if nested.get("code") else ""
+        return (code + str(nested["message"]))[:300]
+    return str(value.get("message", raw))[:300]
 
 
-def _closed_message(ws: aiohttp.ClientWebSocketResponse, msg: aiohttp.WSMessage) -> str:
+def _closed_message(
+    ws: aiohttp.ClientWebSocketResponse, msg: aiohttp.WSMessage, done: str = "session.done"
+) -> str:
+    """Why the socket is gone before `done` (the protocol's last event)."""
     code = ws.close_code
     if msg.type == aiohttp.WSMsgType.ERROR:
-        return f"the socket failed before session.done: {_describe(msg.data)}"
-    return f"the server closed the socket before session.done (close code {code})"
+        return f"the socket failed before {done}: {_describe(msg.data)}"
+    return f"the server closed the socket before {done} (close code {code})"
 
 
 async def run_session(
@@ -247,6 +269,31 @@ async def run_session(
                 await sender
 
 
+SessionRunner = Callable[
+    [
+        aiohttp.ClientSession,
+        str,
+        dict[str, Any],
+        Sequence[str],
+        Sequence[float],
+        float,
+        WsExchange,
+    ],
+    Awaitable[None],
+]
+
+
+def session_runner(protocol: str) -> SessionRunner:
+    """The client side of an agent protocol (thetalker.backends.AgentProtocol.name)."""
+    if protocol == "vllm-omni.stream":
+        return run_session
+    if protocol == "nari.speech.v1":
+        from thetalker.client.nari_socket import run_nari_session
+
+        return run_nari_session
+    raise ValueError(f"no client for the agent protocol {protocol!r}")
+
+
 class WsSender(InFlight):
     """`await sender(item, scheduled)` runs one session; the same interface as the HTTP
     path's `Sender`, so both schedules (closed and open loop) and the workers use it."""
@@ -260,9 +307,15 @@ class WsSender(InFlight):
         on_done: Callable[[Any], None] | None = None,
         plan: TextPlan | None = None,
     ) -> None:
+        agent = backends.get(opts.server).agent
+        if agent is None:
+            raise ValueError(f"server {opts.server} has no agent-mode socket")
         self._session = session
-        self._url = stream_url(opts.base_url)
-        self._config = session_config(opts, ref_uri)
+        self._url = stream_url(opts.base_url, agent.path)
+        self._config = agent.start(opts, ref_uri)
+        self._per_request = agent.per_request
+        self._opts = opts
+        self._run = session_runner(agent.name)
         self._timeout_s = opts.timeout_s
         self._plan = plan or TextPlan.for_run(opts)
         self._sink = sink
@@ -273,7 +326,8 @@ class WsSender(InFlight):
         index, prompt, warmup = item
         ex = WsExchange(index, prompt, warmup, scheduled)
         pieces, offsets = self._plan.pieces(prompt.text, index)
-        session = run_session(
-            self._session, self._url, self._config, pieces, offsets, self._timeout_s, ex
-        )
+        config = self._config
+        if self._per_request is not None:  # e.g. Nari's seed: no two requests alike
+            config = {**config, **self._per_request(self._opts, index)}
+        session = self._run(self._session, self._url, config, pieces, offsets, self._timeout_s, ex)
         await self._track(ex, session, "session")

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from thetalker import metrics
+from thetalker.backends import AgentProtocol
 from thetalker.client.context import RunContext, figures_of, identity_fields, saved_audio
 from thetalker.client.websocket import WsExchange
 from thetalker.data.records import Record, error_info
@@ -33,6 +34,12 @@ _EVENT_KEYS = (
     "message",
     "partial_audio",
     "sample_rate",  # what audio.start states (0.30.0: 24000 for every model), never used
+    # Nari's nari.speech.v1 (error events carry their `error` object above):
+    "request_id",
+    "sequence",
+    "event",
+    "stop_reason",
+    "audio_chunks",
 )
 
 
@@ -53,30 +60,45 @@ def parse_events(ex: WsExchange, t0: float) -> list[dict[str, Any]]:
     return out
 
 
-def sentence_units(events: list[dict[str, Any]], text: str) -> list[tuple[int, str]]:
-    """(first frame index, text) of each unit the server announced with `audio.start`;
-    a server that names no unit's text gets the whole prompt as one unit."""
+def sentence_units(
+    events: list[dict[str, Any]], text: str, unit_start: str = "audio.start"
+) -> list[tuple[int, str]]:
+    """(first frame index, text) of each unit the server announced with `unit_start`
+    (vllm-omni's `audio.start`, Nari's one `response.started`); a server that names no
+    unit's text gets the whole prompt as one unit."""
     units = [
         (int(e["frames_before"]), str(e.get("sentence_text") or ""))
         for e in events
-        if e.get("type") == "audio.start"
+        if e.get("type") == unit_start
     ]
     if units and not any(u for _, u in units):
         return [(units[0][0], text)]
     return units
 
 
-def _failure(ex: WsExchange, events: list[dict[str, Any]], pcm_len: int) -> tuple[str, str] | None:
+def _error_text(event: dict[str, Any]) -> str:
+    """An error event's message: top-level (vllm-omni) or `error.message` (Nari)."""
+    nested = event.get("error")
+    if "message" not in event and isinstance(nested, dict):
+        code = f"{nested['code']}: " if nested.get("code") else ""
+        return code + str(nested.get("message", ""))
+    return str(event.get("message", ""))
+
+
+def _failure(
+    ex: WsExchange, events: list[dict[str, Any]], pcm_len: int, agent: AgentProtocol
+) -> tuple[str, str] | None:
     failure = ex.failure
     if failure is not None and failure[0] in ("ws_error", "closed_early"):
+        answers = [e for e in events if e.get("type") not in agent.greetings]
         refused = (
             not ex.session_done
-            and bool(events)
-            and events[0].get("type") == "error"
-            and not any(e.get("type") == "audio.start" for e in events)
+            and bool(answers)
+            and answers[0].get("type") == "error"
+            and not any(e.get("type") == agent.unit_start for e in events)
         )
         if refused:
-            return ("session_refused", str(events[0].get("message", "")))
+            return ("session_refused", _error_text(answers[0]))
     if failure is None:
         if not pcm_len:
             return ("empty", "the session carried no audio")
@@ -92,7 +114,9 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
     events = parse_events(ex, t_send)
     pcm = b"".join(ex.pieces)
     sizes = [len(p) for p in ex.pieces]
-    failure = _failure(ex, events, len(pcm))
+    protocol = ctx.backend.agent
+    assert protocol is not None  # validate_options: the websocket protocol needs a socket
+    failure = _failure(ex, events, len(pcm), protocol)
     arrivals = [t - t_send for t in ex.times]
     usable = pcm[: len(pcm) - len(pcm) % 2]
     ok = failure is None
@@ -105,7 +129,7 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
         done_s,
         arrivals,
         sizes,
-        sentence_units(events, ex.prompt.text),
+        sentence_units(events, ex.prompt.text, protocol.unit_start),
         rate,
     )
     audio_path = saved_audio(ctx, ex, ok, usable, rate)
@@ -125,7 +149,8 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
         **dataclasses.asdict(figures),
         audio_path=audio_path,
         protocol="websocket",
-        split_granularity=opts.split_granularity,
+        # A server that streams the text into one request has one unit: the utterance.
+        split_granularity=opts.split_granularity if protocol.splits_text else "none",
         t_open_s=(ex.t_open - t_send) if ex.t_open is not None else None,
         text_piece_s=text_s,
         text_pieces=list(ex.text_pieces),

@@ -180,6 +180,11 @@ ERROR_TYPES = (
     "session_refused",  # the server's first answer was `error` and it closed (a bad config)
     "ws_error",  # an `error` event during the session (e.g. a sentence failed)
     "closed_early",  # the socket closed before `session.done`
+    # Refusals before audio, typed where the server kind says what they mean (thetalker.backends;
+    # vllm-omni and the local server keep `http_status`):
+    "rejected",  # the request itself was refused (Nari's 422: a field or value it forbids)
+    "overloaded",  # the server was too busy (Nari's 429 capacity, 503 PCM budget; a full queue)
+    "not_ready",  # the server is not ready to serve (Nari's 503 "service is not ready")
 )
 
 

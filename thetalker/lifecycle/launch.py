@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from thetalker import backends
 from thetalker.api import speech as speech_api
 from thetalker.data.wavio import WavError
 from thetalker.lifecycle import leftover as _leftover
@@ -64,7 +65,7 @@ from thetalker.lifecycle.processes import (
     stop_process_group,
 )
 from thetalker.lifecycle.serving_env import contamination, probe_serving_env, server_python
-from thetalker.util.redact import redact_command, redact_env
+from thetalker.util.redact import redact_command, redact_env, redact_url
 
 __all__ = [
     "LAUNCHERS",
@@ -83,7 +84,8 @@ __all__ = [
     "stop_process_group",
 ]
 
-LAUNCHERS = ("local", "vllm-omni")
+# Every server kind of thetalker.backends; each says how it is started (`Backend.launch`).
+LAUNCHERS = backends.names()
 LEFTOVER_POLICIES = ("stop", "refuse")
 # The "vllm-omni" system asks for stock vllm-omni. Neither vllm nor vllm-omni reads this
 # variable (outside code enters as entry-point plugins); it marks the intent, and
@@ -127,6 +129,16 @@ class ServerSpec:
     record_path: str | Path | None = None  # None: <log stem>.pid.json beside an explicit log
     leftover: str = "stop"  # a still-running server from the record: "stop" it or "refuse"
     check_gpu: bool = True  # vllm-omni launcher: refuse a GPU nvidia-smi shows in use
+    profile: str | None = None  # the engine profile of a kind that has them (Nari's --profile)
+    # launcher "external": the running server's URL (nothing is started or stopped).
+    base_url: str | None = None
+    # launcher "command": the command template ({port}, {host}, {model}, {deploy}) and the
+    # GET path answering 200 once it is ready (None: the backend's, /health).
+    command: str | None = None
+    ready_path: str | None = None
+    # The variable holding the server's API key (thetalker.api.auth): external's /v1/models
+    # is asked with it. The name only, never the key.
+    api_key_env: str | None = None
 
 
 @dataclass
@@ -136,13 +148,17 @@ class RunningServer:
     base_url: str  # no trailing /v1
     command: list[str]  # redacted (thetalker.util.redact): safe to record
     env: dict[str, str]  # the variables set on top of the inherited environment, redacted
-    pid: int
-    port: int
+    pid: int | None  # None: an external server, not ours
+    port: int | None
     log_path: Path
     voice: str | None = None  # the registered voice's name, when one was registered
     pgid: int | None = None
     record_path: Path | None = None  # the PID record (removed once the server is stopped)
     serving_env: dict | None = None  # thetalker.lifecycle.serving_env.probe_serving_env's facts
+    # What the server's startup log states (its backend's `launch.startup_facts`), e.g.
+    # Nari's execution-config SHA-256; recorded only when there is something.
+    startup: dict | None = None
+    api_key_env: str | None = None  # external: the key's variable, for provenance's requests
 
     def as_record(self) -> dict:
         return {
@@ -154,7 +170,7 @@ class RunningServer:
             "port": self.port,
             "log_path": str(self.log_path),
             "voice": self.voice,
-        }
+        } | ({"startup": self.startup} if self.startup else {})
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -164,27 +180,28 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def build_command(spec: ServerSpec, port: int) -> list[str]:
-    """The server's command line for ``spec`` on ``port``."""
-    if spec.launcher == "local":
-        cmd = [sys.executable, "-m", "thetalker.server", "--host", spec.host, "--port", str(port)]
-        if spec.deploy_config is not None:
-            cmd += ["--deploy-config", str(spec.deploy_config)]
-        if spec.voices_dir is not None:
-            cmd += ["--voices-dir", str(spec.voices_dir)]
-    elif spec.launcher == "vllm-omni":
-        cmd = [spec.executable, "serve", spec.model_id, "--omni", "--trust-remote-code"]
-        cmd += ["--host", spec.host, "--port", str(port)]
-        if spec.deploy_config is not None:
-            cmd += ["--deploy-config", str(spec.deploy_config)]
-    else:
-        raise ValueError(f"ServerSpec.launcher: {spec.launcher!r} is not one of {LAUNCHERS}")
-    return cmd + [str(a) for a in spec.extra_args]
-
-
-def _health_ok(base_url: str) -> bool:
+def backend_of(spec: ServerSpec) -> backends.Backend:
+    """The server kind ``spec.launcher`` names (thetalker.backends); ValueError if none."""
     try:
-        with _OPENER.open(base_url + "/health", timeout=2.0) as resp:
+        return backends.get(spec.launcher)
+    except backends.UnknownBackendError:
+        raise ValueError(
+            f"ServerSpec.launcher: {spec.launcher!r} is not one of {LAUNCHERS}"
+        ) from None
+
+
+def build_command(spec: ServerSpec, port: int) -> list[str]:
+    """The server's command line for ``spec`` on ``port`` (its backend's ``launch.command``)."""
+    command = backend_of(spec).launch.command
+    if command is None:
+        raise ValueError(f"ServerSpec.launcher: {spec.launcher!r} starts no server")
+    return command(spec, port) + [str(a) for a in spec.extra_args]
+
+
+def _health_ok(base_url: str, path: str = "/health") -> bool:
+    """Whether ``GET path`` (the backend's ``ready_path``: /health, Nari's /ready) is 200."""
+    try:
+        with _OPENER.open(base_url + path, timeout=2.0) as resp:
             return resp.status == 200
     except (urllib.error.URLError, OSError, ValueError):
         # Refused: the port only opens once the model is loaded. 503: engine dead or absent.
@@ -192,7 +209,12 @@ def _health_ok(base_url: str) -> bool:
 
 
 def _wait_healthy(
-    proc: subprocess.Popen, base_url: str, timeout_s: float, log_path: Path, cmd: list[str]
+    proc: subprocess.Popen,
+    base_url: str,
+    timeout_s: float,
+    log_path: Path,
+    cmd: list[str],
+    ready_path: str = "/health",
 ) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -202,7 +224,7 @@ def _wait_healthy(
                 f"server exited with code {code} during startup: {' '.join(cmd)} (log: {log_path})",
                 log_tail(log_path),
             )
-        if _health_ok(base_url):
+        if _health_ok(base_url, ready_path):
             return
         if time.monotonic() >= deadline:
             raise ServerStartError(
@@ -237,7 +259,7 @@ def _prepare_paths(spec: ServerSpec) -> tuple[Path, Path | None]:
         log_path = Path(spec.log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     voices_dir = Path(spec.voices_dir) if spec.voices_dir is not None else None
-    if voices_dir is None and spec.launcher == "vllm-omni":
+    if voices_dir is None and backend_of(spec).launch.voices_dir:
         # A fresh folder per run: the server reloads every voice it finds there.
         voices_dir = Path(tempfile.mkdtemp(prefix="speakers-", dir=log_path.parent))
     if voices_dir is not None:
@@ -305,10 +327,13 @@ def _check_port(host: str, port: int) -> None:
             raise ServerStartError(f"port {port} on {host} is already in use by {holder}") from None
 
 
-def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict:
+def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict | None:
     """What the server's interpreter has installed (plugins included); warns when a stock
     (THESTAGE_VLLM_OMNI=0) server would load the thestage library anyway."""
-    python = sys.executable if spec.launcher == "local" else server_python(cmd, env)
+    how = backend_of(spec).launch.probe_python
+    if how is None:  # not a Python server this process can look into
+        return None
+    python = sys.executable if how == "self" else server_python(cmd, env)
     facts = probe_serving_env(python, env)
     verdict = contamination(facts, None, None, spec.env)
     if verdict["stock_contaminated"]:
@@ -327,8 +352,18 @@ def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict:
 @contextlib.contextmanager
 def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
     """Serve ``spec`` for the duration of the block; see the module docstring."""
-    if spec.launcher not in LAUNCHERS:
-        raise ValueError(f"ServerSpec.launcher: {spec.launcher!r} is not one of {LAUNCHERS}")
+    backend = backend_of(spec)
+    profiles = backend.launch.profiles
+    if profiles and spec.profile not in profiles:
+        raise ValueError(
+            f"ServerSpec.profile: {spec.profile!r} is not one of {', '.join(profiles)} "
+            f"(server {spec.launcher} needs one)"
+        )
+    if not profiles and spec.profile is not None:
+        raise ValueError(f"ServerSpec.profile: server {spec.launcher} has no profiles")
+    if backend.launch.command is None:  # an external server: nothing to start or stop
+        yield _external_server(spec)
+        return
     if spec.leftover not in LEFTOVER_POLICIES:
         raise ValueError(
             f"ServerSpec.leftover: {spec.leftover!r} is not one of {LEFTOVER_POLICIES}"
@@ -339,10 +374,9 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
     port = spec.port if spec.port is not None else free_port(spec.host)
     set_env = {str(k): str(v) for k, v in spec.env.items()}
     set_env.update(_secret_values(spec.secret_env))
-    if spec.launcher == "vllm-omni":
-        set_env["SPEAKER_SAMPLES_DIR"] = str(voices_dir)
-    else:
-        set_env.setdefault("PYTHONUNBUFFERED", "1")  # log lines reach the file as they happen
+    set_env.update(backend.launch.env(spec, voices_dir))  # the kind's own, e.g. its voices
+    for name, value in backend.launch.env_defaults.items():
+        set_env.setdefault(name, value)  # unless the system sets it
     base_env = {**os.environ, **set_env}
     spec_for_cmd = dataclasses.replace(spec, voices_dir=voices_dir)
     proc: subprocess.Popen | None = None
@@ -354,7 +388,7 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
         shown = redact_command(cmd) or []
         _check_port(spec.host, port)
         try:
-            if spec.launcher == "vllm-omni" and spec.check_gpu:
+            if backend.launch.check_gpu and spec.check_gpu:
                 check_gpu_empty()
             if spec.mps:
                 mps = start_mps(spec.mps_control, log_path.parent, base_env)
@@ -376,7 +410,8 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
         # At once, before the health wait: a launcher killed now leaves a findable server.
         _leftover.write_record(record_path, pid=proc.pid, port=port, host=spec.host, command=shown)
         base_url = f"http://{spec.host}:{port}"
-        _wait_healthy(proc, base_url, spec.health_timeout_s, log_path, shown)
+        ready_path = spec.ready_path or backend.ready_path or "/health"
+        _wait_healthy(proc, base_url, spec.health_timeout_s, log_path, shown, ready_path)
         server = RunningServer(
             base_url=base_url,
             command=shown,
@@ -388,6 +423,8 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
             record_path=record_path,
             serving_env=serving_env,
         )
+        if backend.launch.startup_facts is not None:
+            server.startup = backend.launch.startup_facts(log_path.read_text("utf-8", "replace"))
         if spec.register_voice:
             server.voice = register_voice(base_url, spec.register_voice)
         yield server
@@ -405,3 +442,25 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
                     stop_mps(mps, base_env)
             finally:
                 guard.restore(unwinding)
+
+
+def _external_server(spec: ServerSpec) -> RunningServer:
+    """The handle of a server someone else runs: its URL, no process, a note in the log."""
+    from urllib.parse import urlsplit
+
+    if not spec.base_url:
+        raise ValueError(f"ServerSpec.base_url: launcher {spec.launcher} needs the server's URL")
+    base_url = speech_api.normalize_base_url(spec.base_url)
+    log_path, _ = _prepare_paths(spec)
+    with open(log_path, "ab") as log:
+        note = f"# thetalker.lifecycle.launch: external server {redact_url(base_url)}\n"
+        log.write(note.encode())
+    return RunningServer(
+        base_url=base_url,
+        command=[],
+        env={},
+        pid=None,
+        port=urlsplit(base_url).port,
+        log_path=log_path,
+        api_key_env=spec.api_key_env,
+    )

@@ -29,7 +29,7 @@ class BenchJob:
 
     system: str
     model: str
-    launcher: str  # "local" or "vllm-omni" (thetalker.lifecycle.launch.LAUNCHERS)
+    launcher: str  # a server kind of thetalker.backends: local, vllm-omni, nari, external, ...
     model_id: str  # served model id: given to the launcher, sent as "model"
     deploy_file: str | None  # None: the server's own defaults
     deploy_sha256: str | None  # the deploy file's content, so an edit changes the spec
@@ -64,6 +64,18 @@ class BenchJob:
     # The bisection of thetalker.pipeline.capacity in the same server session, None: off. Keys:
     # max_steps, min_continuity_pct, ttfa_slo_s (the service level, report.*).
     capacity: Mapping[str, Any] | None = None
+    # The server (thetalker.backends), each left out of the JSON at None:
+    profile: str | None = None  # its engine profile (Nari: ttfa, balanced, throughput)
+    server: str | None = None  # the API it speaks when the launcher fronts another (external)
+    base_url: str | None = None  # launcher external: the running server's URL
+    api_key_env: str | None = None  # the variable holding its API key (the name only)
+    command: str | None = None  # launcher command: the template ({port}, {model}, {deploy})
+    ready_path: str | None = None  # launcher command: GET answering 200 once ready
+
+    @property
+    def speaks(self) -> str:
+        """The server kind whose API the client speaks: `server`, else the launcher's."""
+        return self.server or self.launcher
 
     def __post_init__(self) -> None:
         # One normal form, whichever side built it (YAML ints, JSON lists, string keys).
@@ -154,8 +166,13 @@ def _check_values(job: BenchJob) -> None:
     def bad(name: str, why: str) -> None:
         raise BenchJobError(f"job field {name}: {why}")
 
-    if job.launcher not in ("local", "vllm-omni"):  # thetalker.lifecycle.launch.LAUNCHERS
-        bad("launcher", f"{job.launcher!r} is not one of local, vllm-omni")
+    from thetalker import backends
+
+    if job.launcher not in backends.names():
+        bad("launcher", f"{job.launcher!r} is not one of {', '.join(backends.names())}")
+    if job.speaks not in backends.names(speaking=True):
+        known = ", ".join(backends.names(speaking=True))
+        bad("server", f"{job.speaks!r} is no API the client speaks (one of {known})")
     if any(c < 1 for c in job.concurrency):
         bad("concurrency", f"each point must be at least 1 (got {list(job.concurrency)})")
     for point, n in job.requests.items():
@@ -237,6 +254,12 @@ OPTIONAL_JOB_FIELDS: tuple[str, ...] = (
     "request_rates",
     "rate_requests",
     "capacity",
+    "profile",
+    "server",
+    "base_url",
+    "api_key_env",
+    "command",
+    "ready_path",
 )
 # The optional fields to_dict leaves out at these values (secret_env: when empty).
 _OMITTED_AT: dict[str, Any] = {
@@ -244,6 +267,12 @@ _OMITTED_AT: dict[str, Any] = {
     "request_rates": [],
     "rate_requests": None,
     "capacity": None,
+    "profile": None,
+    "server": None,
+    "base_url": None,
+    "api_key_env": None,
+    "command": None,
+    "ready_path": None,
 }
 JOB_FIELDS: tuple[str, ...] = tuple(
     f.name for f in fields(BenchJob) if f.name not in OPTIONAL_JOB_FIELDS

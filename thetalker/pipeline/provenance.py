@@ -52,6 +52,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from thetalker.api.auth import auth_headers
 from thetalker.data.records import write_json
 from thetalker.lifecycle.gpu import visible_gpus
 from thetalker.lifecycle.serving_env import contamination
@@ -224,11 +225,15 @@ def scheduler() -> dict[str, str | None] | None:
     return {name.lower(): os.environ.get(name) for name in _SLURM_VARS}
 
 
-def fetch_json(url: str, timeout_s: float = HTTP_TIMEOUT_S) -> dict[str, Any]:
+def fetch_json(
+    url: str, timeout_s: float = HTTP_TIMEOUT_S, headers: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """GET a JSON document: ``{"url", "status", "body"}`` or ``{"url", "error"}``; never
-    raises. A body that is not JSON is kept as text."""
+    raises. A body that is not JSON is kept as text. `headers` (an API key's) are sent,
+    never recorded."""
+    request = urllib.request.Request(url, headers=dict(headers or {}))
     try:
-        with _NO_PROXY.open(url, timeout=timeout_s) as response:
+        with _NO_PROXY.open(request, timeout=timeout_s) as response:
             raw = response.read(1 << 20).decode("utf-8", errors="replace")
             status = response.status
     except urllib.error.HTTPError as exc:
@@ -299,8 +304,12 @@ def collect_provenance(
 
     if base_url:
         root = base_url.rstrip("/")
-        version = fetch_json(f"{root}/version", http_timeout_s)
-        models = fetch_json(f"{root}/v1/models", http_timeout_s)
+        # An external server's key (its variable's name on the handle), so a hosted API's
+        # /v1/models answers; a server we started is asked as before, without one.
+        key_env = getattr(server, "api_key_env", None)
+        headers = auth_headers(key_env) if key_env else None
+        version = fetch_json(f"{root}/version", http_timeout_s, headers)
+        models = fetch_json(f"{root}/v1/models", http_timeout_s, headers)
         for answer in (version, models):
             answer["url"] = redact_url(answer.get("url"))
     else:
@@ -340,6 +349,8 @@ def collect_provenance(
             "version": version,
             "server_version": _server_version(version),
             "models": models,
+            # What the startup log stated (Nari: its execution config's SHA-256); only there.
+            **({"startup": server.startup} if getattr(server, "startup", None) else {}),
         },
         "packages": package_versions(),
         "hardware": hardware(),

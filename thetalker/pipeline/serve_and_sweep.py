@@ -121,6 +121,11 @@ def server_spec(job: BenchJob, server_log: Path) -> ServerSpec:
         log_path=server_log,
         voices_dir=None,  # vllm-omni: a fresh folder beside the log, made by launch
         register_voice=register,
+        profile=job.profile,
+        base_url=job.base_url,
+        command=job.command,
+        ready_path=job.ready_path,
+        api_key_env=job.api_key_env,
     )
 
 
@@ -160,7 +165,17 @@ def bench_options(
         save_audio_dir=str(save_audio_dir) if save_audio_dir else None,
         max_error_rate=job.max_error_rate,
         **dict(job.agent or {}),  # the agent mode: protocol and the text's pace
+        **_server_options(job),
     )
+
+
+def _server_options(job: BenchJob) -> dict[str, Any]:
+    """The client's `server` (the API the job's server speaks) and, when the system names
+    one, `api_key_env` (else BenchOptions' default: the usual variables)."""
+    options: dict[str, Any] = {"server": job.speaks}
+    if job.api_key_env is not None:
+        options["api_key_env"] = job.api_key_env
+    return options
 
 
 @dataclass

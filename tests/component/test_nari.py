@@ -1,0 +1,273 @@
+"""Nari's Qwen3-TTS server, as the stand-in tests/standins/nari-qwen3-tts-server speaks it
+(docs/servers/nari.md), driven by the real client (`thetalker-bench --server nari`, HTTP and
+the nari.speech.v1 socket) and started by the real lifecycle (its launcher, /ready).
+
+The stand-in logs every request it answered (its body, its seed, the chunk sizes it sent),
+so each record is checked against what was really sent: ok, its chunks exactly the
+stand-in's, and no field Nari's strict schema refuses (the stand-in would have said 422).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO, STANDINS
+from tests.support.processes import pid_alive
+from thetalker.cli import bench
+from thetalker.data.records import read_records
+from thetalker.lifecycle.launch import ServerSpec, free_port, group_alive, launch_server
+
+PROGRAM = STANDINS / "nari-qwen3-tts-server"
+MODEL = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
+PROMPTS = REPO / "prompts" / "seed_tts_eval_en_100.jsonl"
+FORBIDDEN = ("task_type", "speaker", "stream_format", "sample_rate", "ref_audio", "ref_text")
+
+
+def _get(url: str) -> tuple[int, dict]:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=2) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+class Standin:
+    def __init__(self, tmp: Path, env: dict[str, str], profile: str = "ttfa", *args: str) -> None:
+        self.port = free_port()
+        self.log = tmp / f"nari-{self.port}.jsonl"
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [
+                str(PROGRAM),
+                "--profile",
+                profile,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                *args,
+            ],
+            env={**os.environ, "STANDIN_LOG": str(self.log), **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                _get(self.base_url + "/health")
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("the Nari stand-in did not open its port")
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + 30
+        while _get(self.base_url + "/ready")[0] != 200:
+            assert time.monotonic() < deadline, "the stand-in never got ready"
+            time.sleep(0.05)
+
+    def entries(self) -> list[dict]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def nari(tmp_path: Path) -> Iterator[Standin]:
+    server = Standin(tmp_path, {"STANDIN_WARMUP_S": "0"})
+    server.wait_ready()
+    yield server
+    server.stop()
+
+
+def _bench(base_url: str, out: Path, *extra: str) -> int:
+    return bench.main(
+        [
+            "--server", "nari", "--base-url", base_url, "--model", MODEL, "--speaker", "ryan",
+            "--texts-jsonl", str(PROMPTS), "--requests", "6", "--warmup", "1",
+            "--concurrency", "3", "--out-dir", str(out), "--progress-interval", "60", *extra,
+        ]
+    )  # fmt: skip
+
+
+def _check_bodies(entries: list[dict]) -> None:
+    for entry in entries:
+        sent = entry.get("body") or entry.get("start") or {}
+        assert not set(sent) & set(FORBIDDEN), sent
+        assert entry.get("status", 200) == 200, entry
+
+
+def test_http_stream_every_record_ok_with_the_chunks_as_sent(nari: Standin, tmp_path: Path):
+    assert _bench(nari.base_url, tmp_path / "out") == 0
+    records = list(read_records(tmp_path / "out" / "records.jsonl"))
+    entries = nari.entries()
+    _check_bodies(entries)
+    probe, *streamed = entries
+    assert "stream" not in probe["body"]  # not streamed: the whole wav, its header exact
+    assert probe["body"]["response_format"] == "wav"
+    by_seed = {e["seed"]: e for e in streamed}
+    assert len(by_seed) == len(streamed) == len(records) == 7  # a seed per request
+    for record in records:
+        assert record["ok"], record["error"]
+        assert record["sample_rate"] == 24000  # from the probe's exact wav header
+        sent = by_seed[42 + record["request_index"]]
+        assert record["chunk_bytes"] == sent["chunks"]
+        body = sent["body"]
+        assert body["stream"] is True and body["non_streaming_mode"] is False
+        assert body["voice"] == "ryan" and body["model"] == MODEL
+        assert body["response_format"] == "pcm"
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["options"]["server"] == "nari"
+
+
+def test_wav_stream_with_unknown_sizes_is_parsed(nari: Standin, tmp_path: Path):
+    assert _bench(nari.base_url, tmp_path / "out", "--response-format", "wav") == 0
+    records = list(read_records(tmp_path / "out" / "records.jsonl"))
+    by_seed = {e["seed"]: e for e in nari.entries()[1:]}
+    for record in records:
+        assert record["ok"], record["error"]
+        assert sum(record["chunk_bytes"]) == sum(by_seed[42 + record["request_index"]]["chunks"])
+
+
+def test_agent_mode_over_nari_speech_v1(nari: Standin, tmp_path: Path):
+    out = tmp_path / "ws"
+    assert _bench(nari.base_url, out, "--protocol", "websocket", "--text-pace", "200") == 0
+    records = list(read_records(out / "records.jsonl"))
+    entries = nari.entries()
+    _check_bodies(entries)
+    sockets = {e["start"]["seed"]: e for e in entries if e.get("socket")}
+    assert len(sockets) == len(records) == 7
+    for record in records:
+        assert record["ok"], record["error"]
+        sent = sockets[42 + record["request_index"]]
+        assert record["chunk_bytes"] == sent["chunks"]
+        assert "".join(record["text_pieces"]) == sent["text"]
+        assert sent["start"]["type"] == "request.start"
+        kinds = [e["type"] for e in record["server_events"]]
+        assert kinds[:2] == ["session.created", "request.configured"]
+        assert kinds.count("response.started") == 1 and kinds[-1] == "response.done"
+        acks = [e for e in record["server_events"] if e["type"] == "input_text.ack"]
+        assert [a["sequence"] for a in acks] == list(range(len(record["text_pieces"]) + 1))
+        assert record["server_events"][-1]["audio_chunks"] == len(record["chunk_bytes"])
+        assert record["split_granularity"] == "none"  # the text streams into one request
+        assert record["ttfa_first_text_s"] is not None
+
+
+def test_vllm_omni_body_is_rejected_naming_the_field(nari: Standin, tmp_path: Path):
+    """What the wrong dialect gets: 422s naming the field (typed as the server kind it was
+    told, vllm-omni: `http_status`). `--server nari` sends none of these fields."""
+    out = tmp_path / "wrong"
+    code = bench.main(
+        [
+            "--server", "vllm-omni", "--base-url", nari.base_url, "--speaker", "ryan",
+            "--texts-jsonl", str(PROMPTS), "--requests", "2", "--warmup", "0",
+            "--sample-rate", "24000", "--trust-sample-rate", "--out-dir", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 1
+    for record in read_records(out / "records.jsonl"):
+        assert record["error"]["type"] == "http_status"
+        assert record["error"]["status"] == 422
+        assert "body.task_type: Extra inputs are not permitted" in record["error"]["message"]
+        assert "body.speaker" in record["error"]["message"]
+
+
+def test_cut_stream_is_truncated(tmp_path: Path):
+    server = Standin(tmp_path, {"STANDIN_WARMUP_S": "0", "STANDIN_CUT_AFTER": "2"})
+    try:
+        server.wait_ready()
+        assert _bench(server.base_url, tmp_path / "cut") == 1
+    finally:
+        server.stop()
+    records = list(read_records(tmp_path / "cut" / "records.jsonl"))
+    assert records and all(r["error"]["type"] == "truncated" for r in records)
+    assert all(len(r["chunk_bytes"]) == 2 for r in records)
+
+
+def test_not_ready_is_its_own_failure(tmp_path: Path):
+    server = Standin(tmp_path, {"STANDIN_WARMUP_S": "600"})
+    try:
+        rate = ("--sample-rate", "24000", "--trust-sample-rate")
+        code = _bench(server.base_url, tmp_path / "nr", *rate)
+    finally:
+        server.stop()
+    assert code == 1
+    for record in read_records(tmp_path / "nr" / "records.jsonl"):
+        assert record["error"]["type"] == "not_ready"
+        assert record["error"]["status"] == 503
+        assert "service_starting" in record["error"]["message"]
+
+
+def test_over_capacity_is_overloaded(tmp_path: Path):
+    env = {"STANDIN_WARMUP_S": "0", "STANDIN_CHUNK_DELAY_S": "0.2"}  # each request holds its slot
+    server = Standin(tmp_path, env, "ttfa", "--max-active-requests", "1")
+    try:
+        server.wait_ready()
+        _bench(server.base_url, tmp_path / "busy", "--concurrency", "4", "--requests", "8")
+    finally:
+        server.stop()
+    errors = [r["error"] for r in read_records(tmp_path / "busy" / "records.jsonl") if r["error"]]
+    assert errors and all(e["type"] == "overloaded" and e["status"] == 429 for e in errors)
+    assert all("active request capacity exceeded" in e["message"] for e in errors)
+
+
+def test_launcher_waits_for_ready_and_keeps_the_profile_sha(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{STANDINS}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("STANDIN_WARMUP_S", "1.0")
+    spec = ServerSpec(
+        launcher="nari",
+        model_id=MODEL,
+        profile="throughput",
+        log_path=tmp_path / "server.log",
+        health_timeout_s=60,
+    )
+    with launch_server(spec) as server:
+        assert _get(server.base_url + "/ready")[0] == 200  # /health was 200 a second before
+        assert "--profile" in server.command
+        assert server.command[server.command.index("--profile") + 1] == "throughput"
+        assert len(server.startup["execution_config_sha256"]) == 64
+        assert server.as_record()["startup"]["source"] == "profile:throughput"
+        pid = server.pid
+    assert not group_alive(pid) and not pid_alive(pid)
+
+
+def test_launcher_refuses_a_missing_profile(tmp_path: Path):
+    missing = ServerSpec(launcher="nari", model_id=MODEL)
+    with (
+        pytest.raises(ValueError, match="ServerSpec.profile: None is not one of ttfa"),
+        launch_server(missing),
+    ):
+        pass
+    stray = ServerSpec(launcher="local", model_id="x", profile="ttfa")
+    with pytest.raises(ValueError, match="server local has no profiles"), launch_server(stray):
+        pass
+
+
+def test_a_kind_with_a_fixed_rate_sends_no_probe(nari: Standin, tmp_path: Path, monkeypatch):
+    """`Backend.sample_rate` as an int (nari.md: Nari's is fixed at 24 kHz) replaces the
+    wav probe: nothing but the streamed requests reach the server."""
+    import dataclasses
+
+    from thetalker import backends
+
+    real_get = backends.get
+    fixed = dataclasses.replace(real_get("nari"), sample_rate=24000)
+    monkeypatch.setattr(backends, "get", lambda name: fixed if name == "nari" else real_get(name))
+    assert _bench(nari.base_url, tmp_path / "fixed") == 0
+    assert all(e["body"]["stream"] is True for e in nari.entries())
+    summary = json.loads((tmp_path / "fixed" / "summary.json").read_text())
+    assert summary["sample_rate"] == 24000 and summary["sample_rate_source"] == "server"

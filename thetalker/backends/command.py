@@ -1,0 +1,75 @@
+"""`launcher: command`: any server, started from the system's command template.
+
+The template is split like a shell line (no shell runs it) and each word formatted with
+`{port}` (the free port chosen), `{host}`, `{model}` (the model id) and `{deploy}` (the deploy
+file, when `use_deploy_file`). The server runs in its own process group with its output in
+the job's server log and is stopped like every other (SIGTERM to the group, SIGKILL after the
+grace period); ready when `GET ready_path` (default `/health`) answers 200. The API it speaks
+is the system's `server` (default vllm-omni's speech API).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from thetalker.backends import vllm_omni
+from thetalker.backends.base import Backend, Launch
+
+__all__ = ["BACKEND", "PLACEHOLDERS", "TemplateError", "expand_template"]
+
+PLACEHOLDERS = ("port", "host", "model", "deploy")
+
+
+class TemplateError(ValueError):
+    """A command template that cannot be expanded; the message names the placeholder."""
+
+
+def expand_template(
+    template: str, port: int, host: str, model: str, deploy: str | None
+) -> list[str]:
+    """The command line of `template`: shell-like words, each with its placeholders filled."""
+    values = {"port": str(port), "host": host, "model": model, "deploy": deploy}
+    try:
+        words = shlex.split(template)
+    except ValueError as exc:
+        raise TemplateError(f"command: {exc}") from None
+    if not words:
+        raise TemplateError("command: empty")
+    out = []
+    for word in words:
+        try:
+            filled = word.format_map(_Strict(values))
+        except (KeyError, ValueError, IndexError) as exc:
+            raise TemplateError(f"command: {exc} in {word!r}") from None
+        out.append(filled)
+    return out
+
+
+class _Strict(dict):
+    def __missing__(self, key: str) -> str:
+        allowed = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+        raise KeyError(f"unknown placeholder {{{key}}} (known: {allowed})")
+
+    def __getitem__(self, key: str) -> str:
+        value = super().__getitem__(key) if key in self else self.__missing__(key)
+        if value is None:
+            raise KeyError("{deploy} needs use_deploy_file")
+        return value
+
+
+def command(spec: Any, port: int) -> list[str]:
+    if not spec.command:
+        raise TemplateError("command: the command launcher needs a command template")
+    deploy = str(spec.deploy_config) if spec.deploy_config is not None else None
+    return expand_template(spec.command, port, spec.host, spec.model_id, deploy)
+
+
+BACKEND = Backend(
+    name="command",
+    summary="any server, started from a command template with {port}, {model}, {deploy}",
+    launch=Launch(command=command, deploy_files=True, mps=True),
+    body=vllm_omni.DIALECT,  # unused: the client speaks the system's `server`
+    ready_path="/health",  # the system's `ready_path` overrides it
+    speaks=False,
+)

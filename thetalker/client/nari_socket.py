@@ -1,0 +1,131 @@
+"""The agent mode on Nari's `nari.speech.v1` socket: the text streams into one request.
+
+One connection carries one utterance (nari.md, "WebSocket"): the server greets with
+`session.created`; the client sends `request.start` (answered `request.configured`), then
+the text as `input_text.append` messages numbered from 0, then `input_text.end` whose
+`sequence` is the number of appends. The server acks each (`input_text.ack`), announces
+`response.started` when text is first admitted, streams binary PCM frames from then, and
+ends with `response.done` (`stop_reason`, `audio_chunks`) and close 1000. An `error` event
+(`{"error": {"type", "code", "message"}}`) precedes its close.
+
+Same `WsExchange` and the same stamping as vllm-omni's session (thetalker.client.websocket):
+the text goes out at its pace on its own task, without waiting for acks (the pace is what
+is measured; the server does not require the wait), and the record is built afterwards by
+thetalker.client.ws_record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+
+from thetalker.client.receive import _describe
+from thetalker.client.websocket import (
+    _CLOSE_TIMEOUT_S,
+    WsExchange,
+    _closed_message,
+    _event_message,
+    _event_type,
+    _send_text,
+)
+
+__all__ = ["SUBPROTOCOL", "run_nari_session"]
+
+SUBPROTOCOL = "nari.speech.v1"
+
+
+def _append(sequence: int, piece: str) -> str:
+    return json.dumps({"type": "input_text.append", "sequence": sequence, "text": piece})
+
+
+def _end(sequence: int) -> str:
+    return json.dumps({"type": "input_text.end", "sequence": sequence})
+
+
+async def _receive_frames(ws: aiohttp.ClientWebSocketResponse, ex: WsExchange) -> None:
+    """Stamp every frame and event until `response.done` or the socket closes."""
+    times, frames, events = ex.times, ex.pieces, ex.events
+    binary, text = aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT
+    while True:
+        msg = await ws.receive()
+        t = time.perf_counter()
+        if msg.type == binary:
+            times.append(t)
+            frames.append(msg.data)
+        elif msg.type == text:
+            events.append((t, msg.data, len(frames)))
+            if '"response.done"' in msg.data or '"error"' in msg.data:
+                kind = _event_type(msg.data)
+                if kind == "response.done":
+                    ex.session_done = True
+                    ex.t_end = t
+                    _stop_reason(ex, msg.data)
+                    return
+                if kind == "error" and ex.failure is None:
+                    ex.failure = ("ws_error", _event_message(msg.data))
+        else:
+            ex.close_code = ws.close_code
+            if ex.failure is None:
+                ex.failure = ("closed_early", _closed_message(ws, msg, "response.done"))
+            return
+
+
+def _stop_reason(ex: WsExchange, raw: str) -> None:
+    """A `response.done` whose `stop_reason` is not `stop` (e.g. `cancelled`) failed."""
+    try:
+        reason = json.loads(raw).get("stop_reason")
+    except (ValueError, AttributeError):
+        reason = None
+    if reason not in (None, "stop") and ex.failure is None:
+        ex.failure = ("ws_error", f"response.done with stop_reason {reason!r}")
+
+
+async def run_nari_session(
+    session: aiohttp.ClientSession,
+    url: str,
+    start: dict[str, Any],
+    pieces: Sequence[str],
+    offsets: Sequence[float],
+    timeout_s: float,
+    ex: WsExchange,
+) -> None:
+    """One utterance: `request.start`, the text at its pace, every frame until
+    `response.done`; never raises except CancelledError."""
+    ex.t_send = time.perf_counter()
+    start_text = json.dumps(start)
+    sender: asyncio.Task[None] | None = None
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with session.ws_connect(
+                url,
+                protocols=(SUBPROTOCOL,),
+                max_msg_size=0,
+                autoping=True,
+                timeout=aiohttp.ClientWSTimeout(ws_close=_CLOSE_TIMEOUT_S),
+            ) as ws:
+                ex.t_open = time.perf_counter()
+                ex.status = 101
+                await ws.send_str(start_text)
+                sender = asyncio.create_task(_send_text(ws, pieces, offsets, ex, _append, _end))
+                await _receive_frames(ws, ex)
+    except aiohttp.WSServerHandshakeError as exc:
+        ex.status = exc.status
+        ex.failure = ("http_status", f"the WebSocket handshake was refused: HTTP {exc.status}")
+    except TimeoutError:
+        ex.failure = ex.failure or ("timeout", f"no response.done within {timeout_s:g} s")
+    except (aiohttp.ClientError, OSError) as exc:
+        kind = "connection" if ex.t_open is None else "closed_early"
+        ex.failure = ex.failure or (kind, _describe(exc))
+    finally:
+        if ex.t_end is None:
+            ex.t_end = time.perf_counter()
+        if sender is not None and not sender.done():
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender
