@@ -43,7 +43,20 @@ def _write_wav(path: Path, pcm: bytes, sample_rate: int) -> None:
 
 
 def _record(index: int, sample_id: str, text: str, **over) -> dict:
-    rec = dict.fromkeys(RECORD_FIELDS)
+    rec = dict.fromkeys(RECORD_FIELDS)  # a valid record (records are checked on read)
+    rec.update(
+        t_submit_s=0.0,
+        leading_silence_s=0.0,
+        wall_s=0.0,
+        chunk_arrival_s=[],
+        chunk_bytes=[],
+        sample_rate=22050,
+        max_underrun_s=0.0,
+        underrun_events=0,
+        continuity_ok=True,
+        stalls=0,
+        stall_s=0.0,
+    )
     rec.update(
         request_index=index,
         sample_id=sample_id,

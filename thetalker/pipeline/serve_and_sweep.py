@@ -177,7 +177,7 @@ class _Session:
         thetalker.report.points computes it), with `failure` when a round failed its
         acceptance. A failed grid point stops the job; a failed search point only fails."""
         from thetalker.client import format_point_end, run_benchmark
-        from thetalker.data.records import read_records, write_json
+        from thetalker.data.records import read_rounds, write_json
         from thetalker.metrics import summarize_point
         from thetalker.pipeline.provenance import collect_provenance, utc_now
         from thetalker.pipeline.sampler import ResourceSampler
@@ -216,7 +216,7 @@ class _Session:
             failure = failure or point_failure(summary, job.max_error_rate)
             if failure and not search:
                 raise BenchJobError(f"{name} {label}: {failure}")
-        records = [r for d in dirs for r in read_records(d / "records.jsonl")]
+        records = [r for one in read_rounds([d / "records.jsonl" for d in dirs]) for r in one]
         pooled = summarize_point(records, concurrency=load.concurrency)
         return {**pooled, "failure": failure} if failure else pooled
 

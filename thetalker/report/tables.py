@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from thetalker.data.records import RecordError, read_records
+from thetalker.data.records import RecordError, read_rounds
 from thetalker.metrics import Interval, rtfx_ratio_interval
 from thetalker.report.common import (
     _INTERVAL_NOTE,
@@ -72,7 +72,7 @@ def _rounds(summary: Mapping[str, Any]) -> list[list[dict]] | None:
     if not files:
         return None
     try:
-        return [list(read_records(path)) for path in str(files).split(";")]
+        return read_rounds(str(files).split(";"))
     except (RecordError, OSError):
         return None
 
