@@ -146,6 +146,20 @@ def get_wer_under_load_labels(wildcards):
     return " ".join(shlex.quote(label) for label in labels)
 
 
+# An earlier run's bench job still writing (an orphan of a SIGKILLed Snakemake): Snakemake
+# would delete its outputs before rerunning the job, so the run is refused first.
+onstart:
+    from snakemake.exceptions import WorkflowError
+    from thetalker.lifecycle.run_lock import held_locks
+
+    busy = held_locks("results/logs")
+    if busy:
+        raise WorkflowError(
+            "an earlier run's bench job still writes its results; stop it or wait: "
+            + "; ".join(busy)
+        )
+
+
 # With max_error_rate 1.0 (the published setting) a point where most requests failed still
 # passes its job: the tables mark it, and the end of the run says so (thetalker.pipeline.verdicts).
 onsuccess:

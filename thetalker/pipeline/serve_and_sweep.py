@@ -342,11 +342,9 @@ def run_job(
     the job has one and `search_manifest` is given (search points under its `search/`
     folder; the manifest written in every case). Returns the grid points' summaries.
     `launch`: what serves the spec (thetalker.lifecycle.launch.launch_server; a test's own
-    server)."""
-    from thetalker.client import LineReporter
-    from thetalker.data.prompts import load_prompts
-    from thetalker.lifecycle.launch import launch_server
-    from thetalker.util.fdlimit import ensure_fd_limit
+    server). The job holds its run's lock (thetalker.lifecycle.run_lock) throughout, and
+    refuses (RunBusyError) before deleting anything when an earlier run still holds it."""
+    from thetalker.lifecycle.run_lock import lock_path, run_lock
 
     loads = grid_loads(job)
     if len(records) != len(loads) * job.repeats:
@@ -357,6 +355,24 @@ def run_job(
         [Path(r).parent for r in records[i * job.repeats : (i + 1) * job.repeats]]
         for i in range(len(loads))
     ]
+    # Nothing is deleted before this job knows it is the run's only writer (run_lock).
+    with run_lock(lock_path(server_log)):
+        return _run_locked(job, loads, groups, server_log, search_manifest, launch)
+
+
+def _run_locked(
+    job: BenchJob,
+    loads: list[Load],
+    groups: list[list[Path]],
+    server_log: Path,
+    search_manifest: Path | None,
+    launch: Callable[[ServerSpec], AbstractContextManager[Any]] | None,
+) -> list[dict[str, Any]]:
+    from thetalker.client import LineReporter
+    from thetalker.data.prompts import load_prompts
+    from thetalker.lifecycle.launch import launch_server
+    from thetalker.util.fdlimit import ensure_fd_limit
+
     search_dir = search_manifest.with_suffix("") if search_manifest else None
     if search_dir is not None:  # a rerun's search starts from nothing too
         shutil.rmtree(search_dir, ignore_errors=True)
