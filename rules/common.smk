@@ -8,6 +8,7 @@ from thetalker.pipeline import config_checks as wfc
 
 # The schema checks types and ranges and fills in every default; then what a schema cannot
 # say (cross-field checks, the files a run reads), each error one line naming the field.
+wfc.check_config_size(config)  # an alias bomb first: validate would print it expanded
 validate(config, "../config/schema.yaml")
 wfc.check_config(config)
 wfc.check_inputs(config)

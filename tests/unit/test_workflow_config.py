@@ -105,6 +105,14 @@ def test_schema_error_names_the_field(edit, field):
         (lambda c: c["report"].update(ratio=["local", "nope"]), "report.ratio: .*'nope'"),
         (lambda c: c["models"]["piper-joe"].pop("deploy"), "models.piper-joe.deploy"),
         (lambda c: c["models"]["piper-joe"].update(voice={}), "models.piper-joe.voice"),
+        # Labels are checked at config time: each says its load exactly, none is shared.
+        (
+            lambda c: c.update(request_rates=[0.1234567, 0.1234568]),
+            r"request_rates\[0\]: 0.1234567 would be named r0.123457, which does not say it",
+        ),
+        (lambda c: c.update(request_rates=[1e-05]), r"request_rates\[0\]: 1e-05 would be named"),
+        (lambda c: c.update(request_rates=[2e6]), r"request_rates\[0\]: 2000000.0 would be named"),
+        (lambda c: c.update(request_rates=[2, 2.0]), r"request_rates\[1\]: 2.0 and .* share the label r2"),
     ],
 )
 def test_cross_checks_name_the_field(edit, message):

@@ -114,11 +114,53 @@ def check_config_file(path: str | Path) -> None:
         raise ConfigError(f"config file {exc}") from None
 
 
+def check_config_size(config: Any) -> None:
+    """Refuse a config whose aliases expand past MAX_EXPANDED_NODES (a `--configfile` alias
+    bomb), before the schema's validation or any walk: each would take hours or print the
+    expanded document. Linear in the distinct nodes, whatever the expansion."""
+    from thetalker.data.yaml_files import MAX_EXPANDED_NODES, expanded_size
+
+    size = expanded_size(config)
+    if size > MAX_EXPANDED_NODES:
+        raise ConfigError(
+            f"config: {size} values once its YAML aliases are expanded, more than "
+            f"{MAX_EXPANDED_NODES} (an alias bomb?); refused before it is checked"
+        )
+
+
+def check_point_labels(config: Mapping[str, Any]) -> None:
+    """Every point's folder name is its own (no two points share one, or one overwrites the
+    other) and says its load exactly as thetalker.report.points reads it back."""
+    import re
+
+    seen: dict[str, str] = {}
+    for i, rate in enumerate(config.get("request_rates", [])):
+        label = rate_label(rate)
+        field = f"request_rates[{i}]"
+        if not re.fullmatch(r"r\d+(?:\.\d+)?", label) or float(label[1:]) != float(rate):
+            raise ConfigError(
+                f"config field {field}: {rate} would be named {label}, which does not say it "
+                "exactly; give at most 6 significant digits, between 0.0001 and 999999"
+            )
+        if label in seen:
+            raise ConfigError(
+                f"config field {field}: {rate} and {seen[label]} share the label {label}"
+            )
+        seen[label] = f"{field} ({rate})"
+    for i, c in enumerate(config["concurrency"]):
+        label = f"c{int(c)}"
+        if label in seen:
+            raise ConfigError(f"config field concurrency[{i}]: {c} and {seen[label]} share {label}")
+        seen[label] = f"concurrency[{i}] ({c})"
+
+
 def check_config(config: Mapping[str, Any]) -> None:
     """Cross-field checks after the schema; raise ConfigError naming the field."""
+    check_config_size(config)
     bad_number = _not_finite(config)
     if bad_number:
         raise ConfigError(f"config field {bad_number[0]}: {bad_number[1]} is not a finite number")
+    check_point_labels(config)
     points = [int(c) for c in config["concurrency"]]
     counts = request_counts(config)
     missing = [c for c in points if c not in counts]
