@@ -354,6 +354,10 @@ def check_quality(config: Mapping[str, Any]) -> None:
     for name in quality["compare"]:
         if name not in config["systems"]:
             raise ConfigError(f"config field quality.compare: unknown system {name!r}")
+    asr = config["quality"].get("asr") or {}
+    problem = asr_model_problem(asr.get("backend", "faster-whisper"), asr.get("model"))
+    if problem:  # found now, not after every quality run has synthesized its audio
+        raise ConfigError(f"config field quality.asr.model: {problem}")
     try:
         n_prompts = len(load_prompts(quality["prompts"]))
     except (OSError, PromptError) as exc:
@@ -387,6 +391,41 @@ def quality_run_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
         "request_rates": [],
         "capacity": {**config.get("capacity", {}), "refine": False},
     }
+
+
+# The names each backend resolves itself (faster-whisper's `available_models()`,
+# openai-whisper's `available_models()`), kept here so the check needs neither installed.
+FASTER_WHISPER_MODELS = ("tiny.en", "tiny", "base.en", "base", "small.en", "small")
+FASTER_WHISPER_MODELS += ("medium.en", "medium", "large-v1", "large-v2", "large-v3", "large")
+FASTER_WHISPER_MODELS += ("distil-large-v2", "distil-medium.en", "distil-small.en")
+FASTER_WHISPER_MODELS += ("distil-large-v3", "distil-large-v3.5", "large-v3-turbo", "turbo")
+OPENAI_WHISPER_MODELS = ("tiny.en", "tiny", "base.en", "base", "small.en", "small", "medium.en")
+OPENAI_WHISPER_MODELS += ("medium", "large-v1", "large-v2", "large-v3", "large", "large-v3-turbo")
+OPENAI_WHISPER_MODELS += ("turbo",)
+
+
+def asr_model_problem(backend: str, model: Any) -> str | None:
+    """Why the ASR model cannot be what `thetalker.quality.asr` loads (None when it can be):
+    the bundled one, a folder (faster-whisper) or checkpoint file (openai-whisper) that
+    exists, a name the backend knows, or a Hugging Face repo id `org/name` (faster-whisper)."""
+    import re
+
+    if model in (None, "", BUNDLED_ASR_MODEL):
+        return None
+    name = str(model)
+    if Path(name).exists():
+        return None
+    if backend == "openai-whisper":
+        if name.removeprefix("whisper-") in OPENAI_WHISPER_MODELS:
+            return None
+        known = ", ".join(OPENAI_WHISPER_MODELS)
+        return f"{name!r} is no checkpoint file here and not an openai-whisper name ({known})"
+    if name in FASTER_WHISPER_MODELS or re.fullmatch(r"[\w.-]+/[\w.-]+", name):
+        return None
+    return (
+        f"{name!r} is no folder here, not a faster-whisper name "
+        f"({', '.join(FASTER_WHISPER_MODELS[:6])}, ...) and not a repo id org/name"
+    )
 
 
 def asr_model_arg(config: Mapping[str, Any]) -> str:
