@@ -1,9 +1,12 @@
 # The Python of the workflow: config validation, the lists every rule expands over, the
 # folder layout (written here once), and the input, params and target functions.
 import shlex
+import sys
+from pathlib import Path
 
 from snakemake.utils import validate
 
+from thetalker.lifecycle.leftover import leftover_warnings
 from thetalker.pipeline import config_checks as wfc
 
 # The schema checks types and ranges and fills in every default; then what a schema cannot
@@ -12,6 +15,9 @@ wfc.check_config_size(config)  # an alias bomb first: validate would print it ex
 validate(config, "../config/schema.yaml")
 wfc.check_config(config)
 wfc.check_inputs(config)
+# A server left by a SIGKILLed run holds its GPU even when this run has nothing to do.
+for line in leftover_warnings(Path("results/logs")):
+    print(f"WARNING: {line}", file=sys.stderr)
 wfc.check_quality(config)
 
 SYSTEMS = list(config["systems"])

@@ -341,3 +341,23 @@ def test_a_forged_record_naming_another_group_signals_nothing(tmp_path):
         for pid in logged_pids(tmp_path / "server.log"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_run_with_nothing_to_do_still_names_a_leftover_server(tmp_path):
+    # A rerun whose target is already there starts no job that would stop the server: the
+    # workflow says so when it starts (rules/common.smk), with the command that stops it.
+    from thetalker.lifecycle.leftover import leftover_warnings
+
+    server = _sleeper()
+    try:
+        record = tmp_path / "logs" / "local" / "m" / "server.pid.json"
+        write_record(record, pid=server.pid, port=1, host="127.0.0.1", command=SLEEP)
+        data = json.loads(record.read_text())
+        record.write_text(json.dumps({**data, "launcher_pid": 2**22 + 1}))  # launcher gone
+        (line,) = leftover_warnings(tmp_path / "logs")
+        assert f"PID {server.pid} (sleep 60)" in line and f"kill -TERM -- -{server.pid}" in line
+        assert pid_alive(server.pid)  # said, not signalled: stopping is the job's
+    finally:
+        server.kill()
+        server.wait()
+    assert leftover_warnings(tmp_path / "logs") == []

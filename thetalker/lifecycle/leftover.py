@@ -39,6 +39,7 @@ __all__ = [
     "port_holder",
     "group_members",
     "stop_group",
+    "leftover_warnings",
 ]
 
 RECORD_SCHEMA = "thetalker.server-record/1"
@@ -263,3 +264,18 @@ def port_holder(host: str, port: int) -> int | None:
         if listening and conn.laddr.port == port and conn.laddr.ip in (host, "0.0.0.0", "::"):
             return int(conn.pid)
     return None
+
+
+def leftover_warnings(logs_root: Path) -> list[str]:
+    """A line for each server an earlier run left running (its launcher gone) under the
+    logs folder, with the command that stops it: said at every workflow start, so a run that
+    has nothing to do (and so starts no job that would stop it) still says it."""
+    lines = []
+    for path in sorted(Path(logs_root).rglob("*.pid.json")):
+        found = find_leftover(path)
+        if found is not None and found.launcher_pid is None:
+            lines.append(
+                f"{found.describe()}, recorded in {path}, is left from an earlier run "
+                f"(the next run of its job stops it; now: kill -TERM -- -{found.pgid})"
+            )
+    return lines
