@@ -1,16 +1,23 @@
 # The Python of the workflow: config validation, the lists every rule expands over, the
 # folder layout (written here once), and the input, params and target functions.
 import shlex
+import sys
+from pathlib import Path
 
 from snakemake.utils import validate
 
+from thetalker.lifecycle.leftover import leftover_warnings
 from thetalker.pipeline import config_checks as wfc
 
 # The schema checks types and ranges and fills in every default; then what a schema cannot
 # say (cross-field checks, the files a run reads), each error one line naming the field.
+wfc.check_config_size(config)  # an alias bomb first: validate would print it expanded
 validate(config, "../config/schema.yaml")
 wfc.check_config(config)
 wfc.check_inputs(config)
+# A server left by a SIGKILLed run holds its GPU even when this run has nothing to do.
+for line in leftover_warnings(Path("results/logs")):
+    print(f"WARNING: {line}", file=sys.stderr)
 wfc.check_quality(config)
 
 SYSTEMS = list(config["systems"])
@@ -155,6 +162,20 @@ def get_wer_under_load_label(wildcards):
 def get_wer_under_load_labels(wildcards):
     labels = [wfc.wer_under_load_label(m, c) for m in MODELS for c in CONCURRENCY]
     return " ".join(shlex.quote(label) for label in labels)
+
+
+# An earlier run's bench job still writing (an orphan of a SIGKILLed Snakemake): Snakemake
+# would delete its outputs before rerunning the job, so the run is refused first.
+onstart:
+    from snakemake.exceptions import WorkflowError
+    from thetalker.lifecycle.run_lock import held_locks
+
+    busy = held_locks("results/logs")
+    if busy:
+        raise WorkflowError(
+            "an earlier run's bench job still writes its results; stop it or wait: "
+            + "; ".join(busy)
+        )
 
 
 # With max_error_rate 1.0 (the published setting) a point where most requests failed still

@@ -43,7 +43,20 @@ def _write_wav(path: Path, pcm: bytes, sample_rate: int) -> None:
 
 
 def _record(index: int, sample_id: str, text: str, **over) -> dict:
-    rec = dict.fromkeys(RECORD_FIELDS)
+    rec = dict.fromkeys(RECORD_FIELDS)  # a valid record (records are checked on read)
+    rec.update(
+        t_submit_s=0.0,
+        leading_silence_s=0.0,
+        wall_s=0.0,
+        chunk_arrival_s=[],
+        chunk_bytes=[],
+        sample_rate=22050,
+        max_underrun_s=0.0,
+        underrun_events=0,
+        continuity_ok=True,
+        stalls=0,
+        stall_s=0.0,
+    )
     rec.update(
         request_index=index,
         sample_id=sample_id,
@@ -268,3 +281,16 @@ def test_device_choice_maps_to_a_compute_type() -> None:
 
     expected = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
     assert asr.faster_whisper_device("auto")[0] == expected
+
+
+def test_a_model_the_backend_cannot_load_is_one_line(
+    run_dir: Path, tmp_path: Path, capsys, monkeypatch
+):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # nothing from a hub: the name is not there
+    out = tmp_path / "t.jsonl"
+    rc = asr.main(["--records", str(run_dir / "records.jsonl"), "--out", str(out),
+                   "--model", "'tiny.en'", "--no-progress"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("error: --model \"'tiny.en'\": faster-whisper cannot load it")
+    assert not out.exists()

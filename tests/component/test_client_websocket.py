@@ -295,3 +295,22 @@ def test_thetalker_bench_protocol_websocket(tmp_path: Path) -> None:
     assert rec["ok"] and rec["split_granularity"] == "clause"
     options = json.loads((tmp_path / "out" / "summary.json").read_text())["options"]
     assert options["text_pace"] == 60 and options["text_pace_unit"] == "tokens"
+
+
+def test_a_session_done_after_one_of_three_sentences_is_not_ok(tmp_path: Path) -> None:
+    # The rule: a session is ok only when everything it asked for arrived (every sentence
+    # of the text sent), not when the server says it is done.
+    with start_ws_scripted_server() as server:
+        rec = one_record(tmp_path, agent_opts(server.base_url, voice="short"))
+    assert not rec["ok"]
+    assert rec["error"]["type"] == "session_incomplete"
+    assert "cover 18 of the 46 characters" in rec["error"]["message"]
+
+
+def test_a_servers_nan_is_written_as_null_and_the_record_is_standard_json(tmp_path: Path) -> None:
+    with start_ws_scripted_server() as server:
+        rec = one_record(tmp_path, agent_opts(server.base_url, voice="nan"))
+    assert rec["ok"], rec["error"]
+    dones = [e for e in rec["server_events"] if e["type"] == "audio.done"]
+    assert dones and all(e["total_bytes"] is None for e in dones)
+    assert "NaN" not in (tmp_path / "records.jsonl").read_text()

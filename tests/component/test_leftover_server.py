@@ -27,6 +27,7 @@ from thetalker.lifecycle.leftover import find_leftover, group_members, start_tic
 
 SLOW = REPO / "tests" / "support" / "slow_stop_server.py"
 STANDINS = REPO / "tests" / "standins"
+SLEEP = ["sleep", "60"]
 
 LAUNCHER = textwrap.dedent(
     """
@@ -151,7 +152,7 @@ def test_a_record_whose_pid_is_now_another_process_is_ignored(tmp_path):
     other = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
         record_path = tmp_path / "server.pid.json"
-        write_record(record_path, pid=other.pid, port=1, host="127.0.0.1", command=["x"])
+        write_record(record_path, pid=other.pid, port=1, host="127.0.0.1", command=SLEEP)
         assert find_leftover(record_path) is not None  # the same process: found
         data = json.loads(record_path.read_text())
         data["start_ticks"] = (data["start_ticks"] or 0) - 1  # an earlier process, same PID
@@ -221,7 +222,7 @@ def test_a_record_from_another_machine_or_boot_names_nothing_here(tmp_path):
     other = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
         record_path = tmp_path / "server.pid.json"
-        write_record(record_path, pid=other.pid, port=1, host="127.0.0.1", command=["x"])
+        write_record(record_path, pid=other.pid, port=1, host="127.0.0.1", command=SLEEP)
         assert find_leftover(record_path) is not None
         for field, value in (("hostname", "another-node"), ("boot_id", "an-earlier-boot")):
             data = json.loads(record_path.read_text())
@@ -300,3 +301,63 @@ def test_the_workflow_rerun_stops_the_server_a_sigkilled_bench_job_left(tmp_path
             os.killpg(snakemake.pid, signal.SIGKILL)
             snakemake.wait()
         kill_pids([*orphans, *processes_in(workdir)])
+
+
+def _sleeper() -> subprocess.Popen:
+    return subprocess.Popen(SLEEP, start_new_session=True)
+
+
+def test_a_forged_record_naming_another_group_signals_nothing(tmp_path):
+    # The rule: a group is signalled only when it is verifiably the one the project started
+    # (pid = pgid as written, the leader's start time and command as recorded).
+    decoy, victim = _sleeper(), _sleeper()
+    record_path = tmp_path / "server.pid.json"
+    warnings: list[str] = []
+    try:
+        write_record(record_path, pid=decoy.pid, port=1, host="127.0.0.1", command=SLEEP)
+        data = json.loads(record_path.read_text())
+        record_path.write_text(json.dumps({**data, "pgid": victim.pid}))  # pid != pgid
+        assert find_leftover(record_path, warnings.append) is None
+        assert f"pid {decoy.pid} and pgid {victim.pid} differ" in warnings[-1]
+        # The victim's own PID and start time, but another command: not the server either.
+        write_record(record_path, pid=victim.pid, port=1, host="127.0.0.1", command=["vllm-omni"])
+        assert find_leftover(record_path, warnings.append) is None
+        assert f"PID {victim.pid} (sleep 60) is not the recorded server" in warnings[-1]
+        spec = ServerSpec(
+            launcher="vllm-omni",
+            model_id="m",
+            executable=str(SLOW),
+            log_path=tmp_path / "server.log",
+            record_path=record_path,
+            check_gpu=False,
+            stop_grace_s=1.0,
+        )
+        with launch_server(spec):
+            assert pid_alive(victim.pid) and pid_alive(decoy.pid)
+    finally:
+        for proc in (decoy, victim):
+            proc.kill()
+            proc.wait()
+        for pid in logged_pids(tmp_path / "server.log"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_run_with_nothing_to_do_still_names_a_leftover_server(tmp_path):
+    # A rerun whose target is already there starts no job that would stop the server: the
+    # workflow says so when it starts (rules/common.smk), with the command that stops it.
+    from thetalker.lifecycle.leftover import leftover_warnings
+
+    server = _sleeper()
+    try:
+        record = tmp_path / "logs" / "local" / "m" / "server.pid.json"
+        write_record(record, pid=server.pid, port=1, host="127.0.0.1", command=SLEEP)
+        data = json.loads(record.read_text())
+        record.write_text(json.dumps({**data, "launcher_pid": 2**22 + 1}))  # launcher gone
+        (line,) = leftover_warnings(tmp_path / "logs")
+        assert f"PID {server.pid} (sleep 60)" in line and f"kill -TERM -- -{server.pid}" in line
+        assert pid_alive(server.pid)  # said, not signalled: stopping is the job's
+    finally:
+        server.kill()
+        server.wait()
+    assert leftover_warnings(tmp_path / "logs") == []

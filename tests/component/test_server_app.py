@@ -512,6 +512,37 @@ def test_uploading_a_keeps_the_files_of_a_sample_x(tmp_path: Path) -> None:
     assert sorted(VoiceStore(tmp_path).names()) == ["a", "a.sample.x"]
 
 
+def test_a_foreign_meta_file_cannot_make_delete_remove_a_file_outside(tmp_path: Path) -> None:
+    # The rule: names map to files inside the folder, never through a stored path.
+    folder, outside = tmp_path / "voices", tmp_path / "precious.txt"
+    folder.mkdir()
+    outside.write_text("keep me")
+    meta = {"name": "evil", "consent": "y", "_file": "../precious.txt"}
+    (folder / "evil.meta.json").write_text(json.dumps(meta))
+    # A meta file under another key's name claims no voice.
+    (folder / "x.meta.json").write_text(json.dumps({**meta, "name": "bob", "_file": "x"}))
+    store = VoiceStore(folder)
+    assert store.names() == ["evil"]
+    store.delete("evil")
+    assert outside.read_text() == "keep me"
+    store.add("evil", "y", audio=tone_wav(1.0))  # an upload over it: the same
+    assert outside.read_text() == "keep me"
+
+
+def test_a_planted_symlink_is_replaced_not_written_through(tmp_path: Path) -> None:
+    folder, target = tmp_path / "voices", tmp_path / "target.txt"
+    folder.mkdir()
+    target.write_text("keep me")
+    (folder / "a.sample.wav").symlink_to(target)
+    (folder / "a.meta.json").symlink_to(target)
+    store = VoiceStore(folder)
+    assert store.names() == []  # a symlinked meta file is not read
+    store.add("a", "y", audio=tone_wav(1.0))
+    assert target.read_text() == "keep me"
+    assert not (folder / "a.sample.wav").is_symlink() and not (folder / "a.meta.json").is_symlink()
+    assert VoiceStore(folder).names() == ["a"]
+
+
 def test_voice_storage_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import thetalker.server.voices as voices
 

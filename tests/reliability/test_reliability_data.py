@@ -245,6 +245,98 @@ def test_a_records_file_that_is_not_utf8_is_one_line_naming_the_line(tmp_path: P
         list(read_records(path))
 
 
+# --- records checked against the declared schema on read ------------------------------------
+
+
+def _lines(path: Path, records: list[dict[str, Any]], raw_tail: str = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = "".join(json.dumps(r) + "\n" for r in records)
+    path.write_text(body + raw_tail, encoding="utf-8")
+    return path
+
+
+def test_a_duplicated_line_is_refused_naming_both_lines(tmp_path: Path):
+    # Counted twice it would double the requests and the RTFx in silence.
+    path = _lines(tmp_path / "records.jsonl", [_record(0), _record(1), _record(1)])
+    with pytest.raises(RecordError, match=rf"{path}:3: request_index 1 already read at line 2"):
+        list(read_records(path))
+
+
+def test_the_same_file_given_twice_is_refused_by_every_multi_file_reader(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    path = _write(tmp_path / "runs" / "s" / "m" / "c2" / "records.jsonl", [0, 1, 2])
+    alias = tmp_path / "alias.jsonl"
+    alias.symlink_to(path)
+    with pytest.raises(RecordError, match="given twice"):
+        records_mod.read_rounds([path, alias])
+    out = tmp_path / "points.csv"
+    assert points.main([str(path), str(path), "--out", str(out)]) == 1
+    assert "again" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_stale_records_file_beside_rounds_is_not_another_round(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    point = tmp_path / "runs" / "s" / "m" / "c2"
+    paths = [_write(point / d / "records.jsonl", [0, 1]) for d in ("round1", "round2")]
+    stale = _write(point / "records.jsonl", [0, 1])
+    assert points.main([*map(str, paths), str(stale), "--out", str(tmp_path / "p.csv")]) == 1
+    assert "round 1 of c2 again" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("field", "raw", "why"),
+    [
+        ("ttfa_s", "NaN", "not valid JSON (NaN is not standard JSON)"),
+        ("ttfa_s", "1e999", "field ttfa_s: not a finite number"),
+        ("warmup", '"false"', "field warmup: expected true or false"),
+        ("ok", "1", "field ok: expected true or false"),
+        ("chunk_bytes", '["4800"]', "field chunk_bytes: item 0: expected an integer"),
+        ("request_index", "100000000", "field request_index: 100000000 outside 0..10000000"),
+        ("request_index", "-1", "field request_index: -1 outside"),
+        ("sample_rate", "24000.5", "field sample_rate: expected an integer"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_naming_line_and_field(
+    tmp_path: Path, field: str, raw: str, why: str
+):
+    # Never reinterpreted: a string "false" is not false, a NaN is not a missing TTFA.
+    good = json.dumps(_record(0))
+    bad = json.dumps({**_record(1), field: "@"}).replace('"@"', raw)
+    path = tmp_path / "records.jsonl"
+    path.write_text(f"{good}\n{bad}\n", encoding="utf-8")
+    with pytest.raises(RecordError) as caught:
+        list(read_records(path))
+    assert str(caught.value).startswith(f"{path}:2: ") and why in str(caught.value)
+
+
+def test_a_field_the_schema_does_not_declare_passes(tmp_path: Path):
+    # A newer writer's field is no error: the check is the declared schema's, no more.
+    path = _lines(tmp_path / "records.jsonl", [{**_record(0), "from_a_newer_client": "x"}])
+    assert list(read_records(path))[0]["from_a_newer_client"] == "x"
+
+
+def test_missing_indices_are_found_without_anything_sized_by_the_largest_index():
+    gap = records_mod.incompleteness("f", [0, 1, 10_000_000])
+    assert gap is not None and "9999998 of 10000001 request indices missing (2-9999999)" in gap
+
+
+def test_records_and_json_are_written_as_standard_json_or_refused_naming_the_field(
+    tmp_path: Path,
+):
+    nan = {**_record(0), "ttfa_s": float("nan")}
+    with (
+        (tmp_path / "r.jsonl").open("w", encoding="utf-8") as fh,
+        pytest.raises(ValueError, match=r"^ttfa_s: not a finite number"),
+    ):
+        records_mod.append_record(fh, nan)
+    assert (tmp_path / "r.jsonl").read_text() == ""
+    with pytest.raises(ValueError, match=r"^agent\.lag\.1: not a finite number"):
+        records_mod.write_json(tmp_path / "s.json", {"agent": {"lag": [0.1, float("inf")]}})
+    assert not (tmp_path / "s.json").exists()
+
+
 # --- reference clips whose header lies -------------------------------------------------------
 
 

@@ -57,7 +57,16 @@ def _rename_system(name: str) -> Callable[[dict], dict]:
     return edit
 
 
+def alias_bomb(levels: int = 9) -> str:
+    """About 400 bytes of YAML that expand to 9**levels strings."""
+    lines = ['l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for k in range(1, levels):
+        lines.append(f"l{k}: &l{k} [" + ", ".join([f"*l{k - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
 BAD_DEPLOY = {  # deploy/<name>.yaml
+    "bomb": alias_bomb().encode(),
     "bad-yaml": b"workers: 1\nsynthesis: [1\n",
     "a-list": b"- workers\n- 2\n",
     "not-utf8": b"workers: 1\n# caf\xe9\n",
@@ -111,6 +120,7 @@ CASES = [
     ("deploy-a-list", _set("models.piper-joe.deploy", "a-list"), "a-list.yaml", "mapping"),
     ("deploy-not-utf8", _set("models.piper-joe.deploy", "not-utf8"), "not-utf8.yaml:2", "UTF-8"),
     ("deploy-nan", _set("models.piper-joe.deploy", "nan"), "nan.yaml", "length_scale"),
+    ("deploy-alias-bomb", _set("models.piper-joe.deploy", "bomb"), "bomb.yaml", "alias bomb"),
     ("local-clone", _cloning, "models.piper-joe.voice.clone", "cannot clone"),
     ("duplicate-request-keys", _set("requests", {1: 2, "01": 5}), "requests", "concurrency 1"),
     ("nan-timeout", _set("request_timeout_s", float("nan")), "request_timeout_s", "nan"),
@@ -157,6 +167,22 @@ def test_bad_input_is_refused_before_planning(bad_workflow: Path, edit, place: s
     assert _one_line_naming(output, place) and _one_line_naming(output, what), output[-2000:]
     assert "rule bench:" not in result.stdout  # refused before planning any job
     assert not (bad_workflow / "results").exists()
+
+
+def test_a_config_file_alias_bomb_is_refused_in_one_line(bad_workflow: Path):
+    # Snakemake reads a --configfile itself; the size check comes before its validation,
+    # which would print the expanded document.
+    config = (
+        yaml.safe_dump(tiny_config(), sort_keys=False)
+        + "bomb:\n"
+        + "".join(f"  {line}\n" for line in alias_bomb().splitlines())
+    )
+    (bad_workflow / "bomb-config.yaml").write_text(config)
+    result = smk(bad_workflow, "-n", "--configfile", "bomb-config.yaml", timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-2000:]
+    assert _one_line_naming(output, "alias bomb"), output[-2000:]
+    assert len(output) < 20_000  # the document was not printed (a count of lines, no time)
 
 
 @pytest.mark.slow

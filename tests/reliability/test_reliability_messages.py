@@ -110,6 +110,8 @@ def test_a_wrong_explicit_sample_rate_is_checked_against_the_server(
     line = _one_line(done)
     assert done.returncode == 2 and "16000" in line and "22050" in line
     assert len(scripted_server.requests) == 1  # the check, nothing scored
+    # Nothing ran, so no (empty) records file says a point did.
+    assert not (prompts.parent / "out" / "records.jsonl").exists()
     # --trust-sample-rate: the old behaviour, for a server that cannot answer the check.
     ok = _bench(prompts, "--sample-rate", "16000", "--trust-sample-rate",
                 base_url=scripted_server.base_url)  # fmt: skip

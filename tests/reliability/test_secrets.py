@@ -319,3 +319,46 @@ def test_voice_registration_and_thetalker_voice_send_the_key_too(
     assert register_voice_blocking(server.base_url, "ref", clip, "A reference.")
     assert seen[-1] == f"Bearer {SECRET}"
     assert SECRET not in capsys.readouterr().out
+
+
+# --- what argparse accepts, and every URL printed ------------------------------------------
+
+
+def _secret_options(parser) -> list[str]:
+    return [o for a in parser._actions for o in a.option_strings if is_secret_name(o.lstrip("-"))]
+
+
+def test_every_prefix_argparse_takes_for_a_secret_option_is_caught():
+    # The rule behind `--api X`: the check covers what the parser accepts, not one spelling.
+    from thetalker.server.__main__ import build_parser
+
+    parser = build_parser()
+    options = _secret_options(parser)
+    assert "--api-key" in options
+    for option in options:
+        dest = next(a.dest for a in parser._actions if option in a.option_strings)
+        for cut in range(3, len(option) + 1):
+            prefix = option[:cut]
+            try:
+                taken = parser.parse_known_args([prefix, SECRET])[0]
+            except SystemExit:  # ambiguous: argparse refuses it, nothing to catch
+                continue
+            if getattr(taken, dest) != SECRET:
+                continue
+            with pytest.raises(ValueError, match="would write a secret"):
+                check_args([prefix, SECRET], "x")
+            assert SECRET not in json.dumps(redact_command(["srv", prefix, SECRET]))
+            assert SECRET not in json.dumps(redact_command(["srv", f"{prefix}={SECRET}"]))
+
+
+def test_a_password_in_the_base_url_is_printed_nowhere(tmp_path, capsys):
+    from thetalker.cli import bench
+
+    texts = tmp_path / "t.jsonl"
+    texts.write_text('{"sample_id": "a", "text": "Hello."}\n')
+    common = ["--texts-jsonl", str(texts), "--out-dir", str(tmp_path / "o"), "--speaker", "joe"]
+    for url in (f"http://bob:{SECRET}@127.0.0.1:99999", f"http://bob:{SECRET}@127.0.0.1:9"):
+        with contextlib.suppress(SystemExit):
+            bench.main(["--base-url", url, "--requests", "1", "--warmup", "0", *common])
+        err = capsys.readouterr().err
+        assert err and SECRET not in err and REDACTED in err, err

@@ -11,7 +11,9 @@ frames of `frame_bytes` each `frame_gap_s` apart, and `audio.done`; `session.don
   failure: `partial_audio`, then that sentence's `audio.done` with `error: true`); the
   session goes on;
 - `close`: the socket closes after the first frame;
-- `refuse`: `error` "Invalid session config" and the socket closes (a refused config).
+- `refuse`: `error` "Invalid session config" and the socket closes (a refused config);
+- `short`: `session.done` (stating 1 sentence) after the first sentence, the rest unspoken;
+- `nan`: each `audio.done` carries `total_bytes: NaN` (non-standard JSON, as Python writes).
 
 Every received message is logged with its `time.perf_counter()`.
 """
@@ -97,9 +99,12 @@ async def _session(request: web.Request) -> web.WebSocketResponse:
                 )
                 break
         done = {"type": "audio.done", "utterance_index": 0, "sentence_index": sentence_index}
-        done.update(total_bytes=sent, error=error)
-        await ws.send_json(done)
+        done.update(total_bytes=float("nan") if voice == "nan" else sent, error=error)
+        await ws.send_str(json.dumps(done))  # json.dumps writes NaN as the bare token
         sentence_index += 1
+        if voice == "short":
+            await ws.send_json({"type": "session.done", "utterance_index": 0, "total_sentences": 1})
+            return False
         return True
 
     async for msg in ws:

@@ -8,11 +8,36 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_report import make_record, write_point
+from tests.unit.test_report import make_record
 from thetalker import metrics
 from thetalker.cli import compare as compare_cli
-from thetalker.data.records import append_record
+from thetalker.data.records import append_record, write_json
 from thetalker.report import compare
+
+
+def write_point(
+    root: Path,
+    system: str,
+    model: str,
+    c: int,
+    records: list[dict],
+    round_: int | None = None,
+    kind: str = "runs",
+    **summary: object,
+) -> Path:
+    """A finished point as the bench job leaves it: records, summary.json beside them, and
+    the run's manifest search.json (no search points)."""
+    run = root / kind / system / model
+    folder = run / f"c{c}" / (f"round{round_}" if round_ else "")
+    folder.mkdir(parents=True)
+    with (folder / "records.jsonl").open("w", encoding="utf-8") as fh:
+        for record in records:
+            append_record(fh, record)
+    facts = {"concurrency": c, "request_rate": None, "sample_rate": 24000}
+    facts["options"] = {"model": model, "protocol": "http"}
+    write_json(folder / "summary.json", {**facts, **summary})
+    write_json(run / "search.json", {"version": 1, "system": system, "model": model, "points": []})
+    return folder / "records.jsonl"
 
 
 def _run(audio_s: list[float], ttfa_s: list[float]) -> list[dict]:
@@ -40,16 +65,16 @@ def folders(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_points_in_both_are_compared_and_the_rest_named(folders):
-    rows, only_a, only_b = compare.compare_folders(*folders)
-    assert [(r["system"], r["model"], r["point"]) for r in rows] == [
-        ("s", "m", "c1"),
-        ("s", "m", "c2"),
+    rows, only_a, only_b, _ = compare.compare_folders(*folders)
+    assert [(r["run"], r["system"], r["model"], r["point"]) for r in rows] == [
+        ("runs", "s", "m", "c1"),
+        ("runs", "s", "m", "c2"),
     ]
-    assert only_a == [("s", "m", "c4")] and only_b == []
+    assert only_a == [("runs", "s", "m", "c4")] and only_b == []
 
 
 def test_a_doubled_rtfx_is_distinguishable_and_no_change_is_not(folders):
-    rows, _, _ = compare.compare_folders(*folders)
+    rows, _, _, _ = compare.compare_folders(*folders)
     same, faster = rows
     assert same["rtfx_ratio"].value == pytest.approx(1.0)
     assert compare.distinguishable(same) == []
@@ -63,7 +88,7 @@ def test_a_doubled_rtfx_is_distinguishable_and_no_change_is_not(folders):
 
 
 def test_the_change_is_the_metrics_bootstrap_of_the_two_runs(folders):
-    rows, _, _ = compare.compare_folders(*folders)
+    rows, _, _, _ = compare.compare_folders(*folders)
     a = _run(BASE_AUDIO, BASE_TTFA)
     b = _run([2 * x for x in BASE_AUDIO], BASE_TTFA)
     assert rows[1]["rtfx_ratio"] == metrics.rtfx_change_bootstrap(b, a, ratio=True)
@@ -77,7 +102,7 @@ def test_slower_first_audio_and_lost_continuity_are_caught(tmp_path):
     for r in worse[:12]:
         r["continuity_ok"] = False
     write_point(b, "s", "m", 8, worse)
-    (row,), _, _ = compare.compare_folders(a, b)
+    (row,), _, _, _ = compare.compare_folders(a, b)
     assert row["ttfa_s_p50_change"].value == pytest.approx(0.2)
     assert row["continuity_pct_change"].value == pytest.approx(-60.0)
     assert compare.distinguishable(row) == [
@@ -91,12 +116,9 @@ def test_rounds_on_both_sides_use_welch(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for folder, scale in ((a, 1.0), (b, 1.5)):
         for k, drift in enumerate((1.0, 1.02, 0.98), start=1):
-            path = folder / "runs" / "s" / "m" / "c2" / f"round{k}" / "records.jsonl"
-            path.parent.mkdir(parents=True)
-            with path.open("w", encoding="utf-8") as fh:
-                for r in _run([x * scale * drift for x in BASE_AUDIO], BASE_TTFA):
-                    append_record(fh, r)
-    (row,), _, _ = compare.compare_folders(a, b)
+            records = _run([x * scale * drift for x in BASE_AUDIO], BASE_TTFA)
+            write_point(folder, "s", "m", 2, records, round_=k)
+    (row,), _, _, _ = compare.compare_folders(a, b)
     assert row["rounds_a"] == row["rounds_b"] == 3
     assert row["rtfx_ratio"].method == "welch-t"
     assert row["rtfx_ratio"].value == pytest.approx(1.5, rel=1e-3)
@@ -113,11 +135,11 @@ def test_cli_prints_the_table_and_writes_csv(folders, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    c2 = next(line for line in lines if line.startswith("| s | m | c2 |"))
+    c2 = next(line for line in lines if line.startswith("| runs | s | m | c2 |"))
     assert "2.000x [" in c2 and c2.endswith("| RTFx B/A |")
-    c1 = next(line for line in lines if line.startswith("| s | m | c1 |"))
+    c1 = next(line for line in lines if line.startswith("| runs | s | m | c1 |"))
     assert c1.endswith("| none |")
-    assert f"only in {a}: s/m/c4" in result.stdout
+    assert f"only in {a}: runs/s/m/c4" in result.stdout
     rows = list(csv.DictReader(out.open()))
     assert [r["distinguishable"] for r in rows] == ["", "RTFx B/A"]
 
@@ -127,4 +149,78 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert "nope: not a folder" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     assert compare_cli.main([str(tmp_path / "empty"), str(tmp_path / "empty")]) == 1
-    assert "no (system, model, point)" in capsys.readouterr().err
+    assert "no (run, system, model, point)" in capsys.readouterr().err
+
+
+# --- like with like: the rule is the manifest's rounds and the facts that must agree ---------
+
+
+def test_a_quality_run_and_a_speed_run_are_never_rounds_of_one_point(tmp_path):
+    # The default layout has both results/runs/S/M/c2 and results/quality/S/M/c2: two runs.
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder in (a, b):
+        write_point(folder, "s", "m", 2, _run(BASE_AUDIO, BASE_TTFA))
+        write_point(
+            folder, "s", "m", 2, _run([3 * x for x in BASE_AUDIO], BASE_TTFA), kind="quality"
+        )
+    rows, only_a, only_b, unlike = compare.compare_folders(a, b)
+    assert [(r["run"], r["rounds_a"], r["rounds_b"]) for r in rows] == [
+        ("quality", 1, 1),
+        ("runs", 1, 1),
+    ]
+    assert [r["rtfx_ratio"].value for r in rows] == [pytest.approx(1.0)] * 2
+    assert not any(compare.distinguishable(r) for r in rows)
+    assert (only_a, only_b, unlike) == ([], [], [])
+
+
+def test_a_stale_records_file_beside_rounds_is_refused_not_pooled(tmp_path):
+    a = tmp_path / "a"
+    for k in (1, 2):
+        write_point(a, "s", "m", 2, _run(BASE_AUDIO, BASE_TTFA), round_=k)
+    stale = a / "runs" / "s" / "m" / "c2" / "records.jsonl"
+    stale.write_text((stale.parent / "round1" / "records.jsonl").read_text())
+    with pytest.raises(compare.CompareError, match="both records.jsonl and round folders"):
+        compare.compare_folders(a, a)
+
+
+def test_records_without_a_run_manifest_or_summary_are_not_a_run(tmp_path):
+    a = tmp_path / "a"
+    write_point(a, "s", "m", 2, _run(BASE_AUDIO, BASE_TTFA))
+    (a / "runs" / "s" / "m" / "search.json").unlink()
+    assert compare.find_points(a) == {}  # a glob's match is no run
+    write_point(tmp_path / "b", "s", "m", 2, _run(BASE_AUDIO, BASE_TTFA))
+    (tmp_path / "b" / "runs" / "s" / "m" / "c2" / "summary.json").unlink()
+    with pytest.raises(compare.CompareError, match="records.jsonl without summary.json"):
+        compare.find_points(tmp_path / "b")
+
+
+@pytest.mark.parametrize(
+    ("over", "named"),
+    [
+        ({"sample_rate": 16000}, "sample rate (24000 vs 16000)"),
+        ({"options": {"model": "other", "protocol": "http"}}, "model (m vs other)"),
+        ({"concurrency": 3}, "load (2 streams vs 3 streams)"),
+    ],
+)
+def test_points_that_measured_different_things_are_named_not_compared(
+    tmp_path, capsys, over, named
+):
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_point(a, "s", "m", 2, _run(BASE_AUDIO, BASE_TTFA))
+    write_point(b, "s", "m", 2, _run(BASE_AUDIO, BASE_TTFA), **over)
+    rows, _, _, unlike = compare.compare_folders(a, b)
+    assert rows == [] and len(unlike) == 1 and named in unlike[0]
+    assert compare_cli.main([str(a), str(b)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(err) == 1 and err[0].startswith("error: runs/s/m/c2: not compared") and named in err[0]
+    )
+
+
+def test_a_different_prompt_set_is_named(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_point(a, "s", "m", 2, _run(BASE_AUDIO, BASE_TTFA))
+    other = [{**r, "text": f"Other text {i}."} for i, r in enumerate(_run(BASE_AUDIO, BASE_TTFA))]
+    write_point(b, "s", "m", 2, other)
+    _, _, _, (line,) = compare.compare_folders(a, b)
+    assert "prompt set (1 vs 20 texts, 0 in common)" in line

@@ -251,3 +251,33 @@ def test_figures_are_png_files(tmp_path, runs):
     assert figures.main(argv) == 0
     for path in png.values():
         assert path.read_bytes()[:8] == PNG_MAGIC, path
+
+
+def test_a_report_file_that_cannot_be_written_is_one_line_naming_it(tmp_path, runs, capsys):
+    # The rule: every report file goes through report.output (whole or not at all, named).
+    out = _points_csv(tmp_path)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    argv = ["--points", str(out), "--models", "m", "--systems", "a", "b", "--headline", "2"]
+    for name in ("throughput", "continuity", "ttfa", "cost"):
+        argv += [f"--{name}", str(blocked / f"{name}.md")]
+    assert tables.main([*argv, "--ratio", "a", "b"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {blocked / 'throughput.md'}: cannot write: Not a directory"]
+    assert figures.main([a.replace(".md", ".png") for a in argv]) == 1
+    assert capsys.readouterr().err.startswith(f"error: {blocked / 'throughput.png'}: cannot write")
+
+
+def test_an_interrupted_write_leaves_the_old_file_whole(tmp_path):
+    from thetalker.report.output import write_output
+
+    path = tmp_path / "t.md"
+    path.write_text("old and whole")
+
+    def cut_short(tmp):
+        tmp.write_text("half a ta")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_output(path, cut_short)
+    assert path.read_text() == "old and whole" and [p.name for p in tmp_path.iterdir()] == ["t.md"]

@@ -105,6 +105,17 @@ def test_schema_error_names_the_field(edit, field):
         (lambda c: c["report"].update(ratio=["local", "nope"]), "report.ratio: .*'nope'"),
         (lambda c: c["models"]["piper-joe"].pop("deploy"), "models.piper-joe.deploy"),
         (lambda c: c["models"]["piper-joe"].update(voice={}), "models.piper-joe.voice"),
+        # Labels are checked at config time: each says its load exactly, none is shared.
+        (
+            lambda c: c.update(request_rates=[0.1234567, 0.1234568]),
+            r"request_rates\[0\]: 0.1234567 would be named r0.123457, which does not say it",
+        ),
+        (lambda c: c.update(request_rates=[1e-05]), r"request_rates\[0\]: 1e-05 would be named"),
+        (lambda c: c.update(request_rates=[2e6]), r"request_rates\[0\]: 2000000.0 would be named"),
+        (
+            lambda c: c.update(request_rates=[2, 2.0]),
+            r"request_rates\[1\]: 2.0 and .* share the label r2",
+        ),
     ],
 )
 def test_cross_checks_name_the_field(edit, message):
@@ -326,3 +337,25 @@ def test_wer_at_speed_points_with_repeats_is_refused_naming_the_field(workdir):
     config["quality"]["at_speed_points"] = True
     with pytest.raises(wfc.ConfigError, match="quality.at_speed_points: needs repeats 1"):
         wfc.check_config(config)
+
+
+@pytest.mark.parametrize(
+    ("asr", "message"),
+    [
+        ({"model": "'tiny.en'"}, r"quality.asr.model: \"'tiny.en'\" is no folder here, not a"),
+        (
+            {"backend": "openai-whisper", "model": "whisper-huge"},
+            r"quality.asr.model: 'whisper-huge' is no checkpoint file",
+        ),
+    ],
+)
+def test_a_bad_asr_model_is_refused_at_config_time(asr, message, monkeypatch):
+    # Found before any quality run synthesizes its audio, in one line naming the field.
+    monkeypatch.chdir(ROOT)
+    config = checked(load("config.yaml"))
+    config["quality"]["asr"].update(asr)
+    with pytest.raises(wfc.ConfigError, match=message):
+        wfc.check_quality(config)
+    for fine in ("tiny.en", "Systran/faster-whisper-small", "tiny.en-bundled"):
+        config["quality"]["asr"].update(backend="faster-whisper", model=fine)
+        wfc.check_quality(config)

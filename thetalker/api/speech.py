@@ -22,6 +22,7 @@ import aiohttp
 
 from thetalker.api.auth import auth_headers
 from thetalker.data.wavio import REFERENCE_CLIP_S, parse_wav_header
+from thetalker.util.redact import redact_url
 
 __all__ = [
     "TASK_TYPES",
@@ -160,7 +161,7 @@ async def _reaching(url: str, what: str) -> AsyncIterator[None]:
         yield
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         text = str(exc).strip() or type(exc).__name__
-        raise SpeechApiError(f"{what}: cannot reach {url}: {text}") from None
+        raise SpeechApiError(f"{what}: cannot reach {redact_url(url)}: {text}") from None
 
 
 async def register_voice(

@@ -35,6 +35,7 @@ from thetalker.client.progress import (
 )
 from thetalker.data.prompts import PromptError, load_prompts
 from thetalker.pipeline.verdicts import point_failure
+from thetalker.util.redact import redact_url
 
 __all__ = [
     "build_parser",
@@ -49,8 +50,8 @@ PROG = "thetalker-bench"
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2
-        self.exit(2, f"{self.prog}: error: {message}\n")
+    def error(self, message: str) -> NoReturn:  # one line, exit 2; no URL's password
+        self.exit(2, f"{self.prog}: error: {redact_url(message)}\n")
 
 
 def _sample_rate(text: str) -> int | None:
@@ -288,10 +289,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{PROG}: terminated; finished requests are in {args.out_dir}", file=sys.stderr)
         return 143
     except SampleRateError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {redact_url(str(exc))}", file=sys.stderr)
         return 2
     except BenchError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        print(f"{PROG}: {redact_url(str(exc))}", file=sys.stderr)
         return 1
     print(f"{PROG}: {format_point_end(summary)}", file=sys.stderr)
     return exit_status(summary, opts.max_error_rate)

@@ -27,15 +27,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=metrics.SEED, help="bootstrap seed")
     args = parser.parse_args(argv)
     try:
-        rows, only_a, only_b = compare_folders(args.a, args.b, args.seed)
+        rows, only_a, only_b, unlike = compare_folders(args.a, args.b, args.seed)
     except (CompareError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    for line in unlike:  # in both, but not the same measurement: never a ratio
+        print(f"{'warning' if rows else 'error'}: {line}", file=sys.stderr)
     if not rows:
-        print(
-            f"error: no (system, model, point) has records in both {args.a} and {args.b}",
-            file=sys.stderr,
-        )
+        if not unlike:
+            print(
+                f"error: no (run, system, model, point) has records in both {args.a} and "
+                f"{args.b} (a run is a folder with the bench job's search.json)",
+                file=sys.stderr,
+            )
         return 1
     print(f"B = {args.b} against A = {args.a}; 95% intervals; RTFx as B/A, the rest as B - A.\n")
     print(format_changes(rows), end="")

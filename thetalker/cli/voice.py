@@ -34,6 +34,7 @@ from thetalker.api.speech import (
     register_voice,
 )
 from thetalker.data.wavio import WavError, check_reference_clip
+from thetalker.util.redact import redact_url
 
 __all__ = ["build_parser", "main"]
 
@@ -41,8 +42,8 @@ PROG = "thetalker-voice"
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2
-        self.exit(2, f"{self.prog}: error: {message}\n")
+    def error(self, message: str) -> NoReturn:  # one line, exit 2; no URL's password
+        self.exit(2, f"{self.prog}: error: {redact_url(message)}\n")
 
 
 def _seconds(text: str) -> float:
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = asyncio.run(_run(args, base_url))
     except SpeechApiError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        print(f"{PROG}: {redact_url(str(exc))}", file=sys.stderr)
         return 1
     print(json.dumps(result, indent=2))
     return 0

@@ -15,6 +15,7 @@ from thetalker.api.speech import (
     TASK_TYPES,
 )
 from thetalker.data.wavio import WavError, check_reference_clip
+from thetalker.util.redact import redact_url
 
 __all__ = [
     "BenchOptions",
@@ -158,11 +159,12 @@ def validate_options(opts: BenchOptions) -> None:
             bad("ref_audio", str(exc))
     if opts.register_voice is not None and not opts.ref_audio:
         bad("register_voice", "needs ref_audio (and ref_text) to upload")
+    shown_url = redact_url(opts.base_url)  # a URL's password is never printed
     if not opts.base_url.startswith(("http://", "https://")):
-        bad("base_url", f"must start with http:// or https:// (got {opts.base_url!r})")
+        bad("base_url", f"must start with http:// or https:// (got {shown_url!r})")
     url_problem = _url_problem(opts.base_url)
     if url_problem:
-        bad("base_url", f"{url_problem} (got {opts.base_url!r})")
+        bad("base_url", f"{url_problem} (got {shown_url!r})")
     from thetalker import backends
 
     try:

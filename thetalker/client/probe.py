@@ -12,6 +12,7 @@ from thetalker.api.speech import error_message, speech_url
 from thetalker.client.options import ProbeError, SampleRateError
 from thetalker.client.receive import _describe
 from thetalker.data.wavio import WavError, parse_wav_header
+from thetalker.util.redact import redact_url
 
 __all__ = ["probe_sample_rate"]
 
@@ -27,6 +28,7 @@ async def probe_sample_rate(
     `body` made a probe in the dialect of `server` (thetalker.backends)."""
     probe = backends.get(server).body.probe(body)
     url = speech_url(base_url)
+    shown = redact_url(url)  # what is printed: no password
     try:
         async with (
             asyncio.timeout(timeout_s),
@@ -35,13 +37,13 @@ async def probe_sample_rate(
             data = await resp.read()
             if resp.status >= 400:
                 message = error_message(data, resp.status, resp.content_type)
-                raise ProbeError(f"sample-rate request to {url}: HTTP {resp.status}: {message}")
+                raise ProbeError(f"sample-rate request to {shown}: HTTP {resp.status}: {message}")
     except TimeoutError:
         raise ProbeError(
-            f"sample-rate request to {url}: no answer within {timeout_s:g} s"
+            f"sample-rate request to {shown}: no answer within {timeout_s:g} s"
         ) from None
     except aiohttp.ClientError as exc:
-        raise ProbeError(f"sample-rate request to {url}: {_describe(exc)}") from None
+        raise ProbeError(f"sample-rate request to {shown}: {_describe(exc)}") from None
     try:
         return parse_wav_header(data, source="sample-rate response").sample_rate
     except WavError as exc:

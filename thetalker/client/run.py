@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -160,7 +161,15 @@ async def arun_benchmark(
                 records, opts, ctx.sample_rate, rate_source, complete, max_in_flight
             )
             write_json(out_dir / "summary.json", summary)
+        else:  # stopped before any request (a failed probe): no empty file claims a point ran
+            _remove_if_empty(out_dir / "records.jsonl")
     return summary
+
+
+def _remove_if_empty(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        if path.stat().st_size == 0:
+            path.unlink()
 
 
 def _cancel_on_failure(

@@ -49,6 +49,9 @@ __all__ = [
 
 STREAM_PATH = "/v1/audio/speech/stream"
 _CLOSE_TIMEOUT_S = 2.0
+# The largest frame taken (a unit's whole file at 48 kHz is ~6 MB a minute); past it the
+# socket fails (recorded) instead of the client buffering whatever a server sends.
+MAX_FRAME_BYTES = 64 * 1024 * 1024
 _INPUT_DONE = json.dumps({"type": "input.done"})
 _SESSION_CLOSE = json.dumps({"type": "session.close"})
 
@@ -240,7 +243,7 @@ async def run_session(
         async with asyncio.timeout(timeout_s):
             async with session.ws_connect(
                 url,
-                max_msg_size=0,
+                max_msg_size=MAX_FRAME_BYTES,
                 autoping=True,
                 timeout=aiohttp.ClientWSTimeout(ws_close=_CLOSE_TIMEOUT_S),
             ) as ws:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Any
 
 from thetalker import metrics
@@ -20,7 +21,7 @@ from thetalker.client.context import RunContext, figures_of, identity_fields, sa
 from thetalker.client.websocket import WsExchange
 from thetalker.data.records import Record, error_info
 
-__all__ = ["build_ws_record", "parse_events", "sentence_units"]
+__all__ = ["build_ws_record", "parse_events", "missing_output", "sentence_units"]
 
 # Event keys worth keeping in a record (a long `sentence_text` is kept: it maps the lag).
 _EVENT_KEYS = (
@@ -47,8 +48,8 @@ def parse_events(ex: WsExchange, t0: float) -> list[dict[str, Any]]:
     """The server's events: their kept keys, `t_s` from `t0`, and `frames_before`."""
     out = []
     for t, raw, frames_before in ex.events:
-        try:
-            value = json.loads(raw)
+        try:  # a server's NaN or Infinity becomes null: records are standard JSON
+            value = json.loads(raw, parse_constant=_null, parse_float=_finite_or_null)
         except json.JSONDecodeError:
             value = {"type": None, "message": raw[:300]}
         if not isinstance(value, dict):
@@ -58,6 +59,42 @@ def parse_events(ex: WsExchange, t0: float) -> list[dict[str, Any]]:
         event["frames_before"] = frames_before
         out.append(event)
     return out
+
+
+def _null(_token: str) -> None:
+    return None
+
+
+def _finite_or_null(text: str) -> float | None:
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+def _squeeze(text: str) -> str:
+    return "".join(text.split())
+
+
+def missing_output(events: list[dict[str, Any]], text: str) -> str | None:
+    """What the session asked for and did not get, or None when everything arrived: every
+    `audio.start` has its `audio.done`; as many sentences as `session.done` states; and,
+    when the server names its sentences, they cover the text sent (whitespace aside)."""
+    starts = [e for e in events if e.get("type") == "audio.start"]
+    dones = [e for e in events if e.get("type") == "audio.done"]
+    if len(dones) < len(starts):
+        return f"{len(starts)} sentence(s) started, {len(dones)} finished"
+    stated = [e.get("total_sentences") for e in events if e.get("type") == "session.done"]
+    total = stated[-1] if stated else None
+    if isinstance(total, int) and not isinstance(total, bool) and total != len(starts):
+        return f"session.done states {total} sentence(s), {len(starts)} arrived"
+    named = [str(e.get("sentence_text") or "") for e in starts]
+    if starts and all(named):
+        heard, sent = _squeeze("".join(named)), _squeeze(text)
+        if heard != sent:
+            return (
+                f"the {len(starts)} sentence(s) the server spoke cover {len(heard)} of the "
+                f"{len(sent)} characters sent"
+            )
+    return None
 
 
 def sentence_units(
@@ -104,6 +141,9 @@ def _failure(
             return ("empty", "the session carried no audio")
         if pcm_len % 2:
             return ("odd_bytes", f"{pcm_len} audio bytes: a half sample at the end")
+        short = missing_output(events, ex.prompt.text)
+        if short is not None:
+            return ("session_incomplete", f"session.done before all the text was spoken: {short}")
     return failure
 
 

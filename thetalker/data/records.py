@@ -11,9 +11,12 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import types
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -33,6 +36,9 @@ __all__ = [
     "error_info",
     "append_record",
     "read_records",
+    "read_rounds",
+    "check_record",
+    "strict_dumps",
     "missing_indices",
     "incompleteness",
     "write_json",
@@ -128,6 +134,89 @@ RECORD_FIELDS = tuple(
 # Written by the client, optional for readers.
 OPTIONAL_RECORD_FIELDS = tuple(f for f in ALL_RECORD_FIELDS if f not in RECORD_FIELDS)
 
+# Each declared field's type, read from the dataclass itself: a field added to `Record` is
+# checked on read with no other edit (fields a reader does not know are left alone).
+_FIELD_TYPES: dict[str, Any] = typing.get_type_hints(Record)
+# The largest request index a reader takes: beyond it a record is refused, so no reader
+# holds anything sized by an index read from a file (a client sends far fewer requests).
+MAX_REQUEST_INDEX = 10**7
+
+
+def _type_problem(value: Any, hint: Any) -> str | None:
+    """Why `value` is not of the declared type `hint` (None when it is). Strict: a bool is
+    not an int, a string is not a bool, a float must be finite."""
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return None
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        problems = [_type_problem(value, o) for o in options if o is not type(None)]
+        return None if None in problems else problems[0]
+    if hint is type(None):
+        return None if value is None else "expected null"
+    if hint is bool:
+        return None if isinstance(value, bool) else f"expected true or false, got {value!r:.40}"
+    if hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return None if ok else f"expected an integer, got {value!r:.40}"
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"expected a number, got {value!r:.40}"
+        return None if math.isfinite(value) else f"not a finite number ({value!r})"
+    if hint is str:
+        return None if isinstance(value, str) else f"expected a string, got {value!r:.40}"
+    if origin is list:
+        if not isinstance(value, list):
+            return f"expected a list, got {value!r:.40}"
+        (item,) = typing.get_args(hint) or (Any,)
+        for i, v in enumerate(value):
+            problem = _type_problem(v, item)
+            if problem is not None:
+                return f"item {i}: {problem}"
+        return None
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            return f"expected an object, got {value!r:.40}"
+        return _nonfinite_inside(value)
+    return None
+
+
+def _nonfinite_inside(value: Any) -> str | None:
+    """A non-finite float anywhere inside a free-form value (an error, a server event)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"holds a non-finite number ({value!r})"
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        for v in value:
+            problem = _nonfinite_inside(v)
+            if problem is not None:
+                return problem
+    return None
+
+
+def check_record(record: Any) -> str | None:
+    """Why a parsed line is not a record of the declared schema (None when it is): an
+    object with every required field, each declared field of its declared type, the
+    request index in 0..MAX_REQUEST_INDEX. Undeclared fields pass (a newer writer's)."""
+    if not isinstance(record, dict):
+        return "a record must be a JSON object"
+    missing = [f for f in RECORD_FIELDS if f not in record]
+    if missing:
+        return f"record lacks field(s) {', '.join(missing)}"
+    for name, hint in _FIELD_TYPES.items():
+        if name in record:
+            problem = _type_problem(record[name], hint)
+            if problem is not None:
+                return f"field {name}: {problem}"
+    index = record["request_index"]
+    if not 0 <= index <= MAX_REQUEST_INDEX:
+        return f"field request_index: {index} outside 0..{MAX_REQUEST_INDEX}"
+    return None
+
+
 # Required in summary.json (one load point): thetalker.metrics.summarize_point's core.
 SUMMARY_FIELDS = (
     "concurrency",
@@ -185,6 +274,7 @@ ERROR_TYPES = (
     "rejected",  # the request itself was refused (Nari's 422: a field or value it forbids)
     "overloaded",  # the server was too busy (Nari's 429 capacity, 503 PCM budget; a full queue)
     "not_ready",  # the server is not ready to serve (Nari's 503 "service is not ready")
+    "session_incomplete",  # `session.done` came before all the text sent was spoken
 )
 
 
@@ -209,7 +299,7 @@ def append_record(fh: IO[str], record: Mapping[str, Any] | Record) -> None:
     Raises RecordWriteError naming the file when the write, flush or fsync fails."""
     if isinstance(record, Record):
         record = record.to_json()
-    line = json.dumps(record, separators=(",", ":")) + "\n"
+    line = strict_dumps(record, separators=(",", ":")) + "\n"
     try:
         fh.write(line)
         fh.flush()
@@ -222,12 +312,48 @@ def append_record(fh: IO[str], record: Mapping[str, Any] | Record) -> None:
         ) from None
 
 
+def strict_dumps(data: Any, **kwargs: Any) -> str:
+    """`json.dumps` that writes standard JSON only: a NaN or infinity raises ValueError
+    naming the key path that holds it (never the non-standard `NaN` token)."""
+    try:
+        return json.dumps(data, allow_nan=False, **kwargs)
+    except ValueError:
+        where = _nonfinite_path(data) or "a value"
+        raise ValueError(f"{where}: not a finite number; JSON cannot hold it") from None
+
+
+def _nonfinite_path(value: Any, at: str = "") -> str | None:
+    if isinstance(value, float) and not math.isfinite(value):
+        return at or "the value"
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list | tuple)
+        else ()
+    )
+    for key, v in items:
+        found = _nonfinite_path(v, f"{at}.{key}" if at else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not standard JSON")
+
+
 def read_records(
     path: str | os.PathLike[str],
     warn: Callable[[str], None] | None = None,
     require_complete: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Yield the records of a JSONL file; any bad line raises RecordError naming file and line.
+
+    Every line is checked against the declared schema (`check_record`: required fields,
+    declared types, finite numbers, the index range; `NaN`/`Infinity` tokens are refused),
+    and a request index seen twice in the file is refused naming both lines: a record is
+    never reinterpreted (a string `"false"` is not false) or counted twice.
 
     Two damages are reported, not hidden: a torn last line (a crash mid-write; everything
     before it is intact) is skipped with a warning naming file and line, and, once the file is
@@ -244,25 +370,30 @@ def read_records(
     except UnicodeDecodeError as exc:
         line = 1 + raw[: exc.start].count(b"\n")
         raise RecordError(f"{path}:{line}: not UTF-8 text") from None
-    indices: list[int] = []
+    seen: dict[int, int] = {}  # request_index -> its line
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
+            record = json.loads(line, parse_constant=_refuse_constant)
+        except ValueError as exc:
             if lineno == len(lines) and not line.endswith("\n"):
                 say(f"{path}:{lineno}: torn last line skipped (a write cut short, e.g. SIGKILL)")
                 break  # torn final write: everything before it is intact
-            raise RecordError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-        if not isinstance(record, dict):
-            raise RecordError(f"{path}:{lineno}: a record must be a JSON object")
-        missing = [f for f in RECORD_FIELDS if f not in record]
-        if missing:
-            raise RecordError(f"{path}:{lineno}: record lacks field(s) {', '.join(missing)}")
-        if isinstance(record["request_index"], int):
-            indices.append(record["request_index"])
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise RecordError(f"{path}:{lineno}: not valid JSON ({why})") from None
+        problem = check_record(record)
+        if problem is not None:
+            raise RecordError(f"{path}:{lineno}: {problem}")
+        index = record["request_index"]
+        if index in seen:
+            raise RecordError(
+                f"{path}:{lineno}: request_index {index} already read at line {seen[index]} "
+                "(a duplicated line would count that request twice)"
+            )
+        seen[index] = lineno
         yield record
+    indices = seen.keys()
     gap = incompleteness(path, indices)
     if gap is not None:
         if require_complete:
@@ -270,33 +401,53 @@ def read_records(
         say(gap)
 
 
+def read_rounds(
+    paths: Sequence[str | os.PathLike[str]], **kwargs: Any
+) -> list[list[dict[str, Any]]]:
+    """The records of each file (`read_records`, same options), one list per round; the
+    same file named twice (by any path to it) is refused, as it would double the point."""
+    seen: dict[Path, str] = {}
+    for p in paths:
+        real = Path(p).resolve()
+        if real in seen:
+            raise RecordError(f"{p}: the same records file as {seen[real]}, given twice")
+        seen[real] = str(p)
+    return [list(read_records(p, **kwargs)) for p in paths]
+
+
+def _missing_runs(indices: Iterable[int]) -> list[tuple[int, int]]:
+    """The runs (first, last) of indices absent from 0..max(indices), from the indices seen
+    alone (nothing sized by the largest index)."""
+    runs: list[tuple[int, int]] = []
+    expected = 0
+    for i in sorted(set(indices)):
+        if i > expected:
+            runs.append((expected, i - 1))
+        expected = i + 1
+    return runs
+
+
 def missing_indices(indices: Iterable[int]) -> list[int]:
     """Request indices absent from 0..max(indices): records lost between written ones."""
-    seen = set(indices)
-    return [i for i in range(max(seen) + 1) if i not in seen] if seen else []
+    return [i for a, b in _missing_runs(indices) for i in range(a, b + 1)]
 
 
 def incompleteness(path: str | os.PathLike[str], indices: Iterable[int]) -> str | None:
     """`FILE: incomplete: ...` naming the missing request indices, or None when none is."""
     indices = list(indices)
-    missing = missing_indices(indices)
-    if not missing:
+    runs = _missing_runs(indices)
+    if not runs:
         return None
     total = max(indices) + 1
+    n_missing = sum(b - a + 1 for a, b in runs)
     return (
-        f"{path}: incomplete: {len(missing)} of {total} request indices missing "
-        f"({_ranges(missing)}); a record write failed or was lost"
+        f"{path}: incomplete: {n_missing} of {total} request indices missing "
+        f"({_ranges(runs)}); a record write failed or was lost"
     )
 
 
-def _ranges(values: list[int], limit: int = 8) -> str:
-    """`3, 30-67, 90` (sorted input), at most `limit` runs then `...`."""
-    runs: list[list[int]] = []
-    for v in values:
-        if runs and v == runs[-1][1] + 1:
-            runs[-1][1] = v
-        else:
-            runs.append([v, v])
+def _ranges(runs: list[tuple[int, int]], limit: int = 8) -> str:
+    """`3, 30-67, 90`, at most `limit` runs then `...`."""
     shown = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:limit]]
     return ", ".join(shown) + (", ..." if len(runs) > limit else "")
 
@@ -311,7 +462,8 @@ def write_json(path: str | os.PathLike[str], data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        text = strict_dumps(data, indent=2, sort_keys=False) + "\n"  # before the temp file
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

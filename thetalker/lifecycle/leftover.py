@@ -19,7 +19,9 @@ import json
 import os
 import signal
 import socket
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,10 +34,12 @@ __all__ = [
     "read_record",
     "remove_record",
     "find_leftover",
+    "same_command",
     "describe_pid",
     "port_holder",
     "group_members",
     "stop_group",
+    "leftover_warnings",
 ]
 
 RECORD_SCHEMA = "thetalker.server-record/1"
@@ -87,7 +91,7 @@ def describe_pid(pid: int) -> str:
     from thetalker.util.redact import redact_command
 
     words = redact_command(raw.decode("utf-8", "replace").split("\0")[:-1] or []) or []
-    text = " ".join(words)
+    text = " ".join(" ".join(words).split())  # one line, whatever the arguments hold
     return f"PID {pid} ({text[:120]})" if text else f"PID {pid}"
 
 
@@ -144,20 +148,72 @@ class Leftover:
         return f"server {describe_pid(self.members[0])} (process group {self.pgid}{port})"
 
 
-def find_leftover(path: Path) -> Leftover | None:
-    """The server group a record names, when it still runs and is the same one."""
+def same_command(pid: int, command: Any) -> bool:
+    """Whether the live process runs the recorded (redacted) command: its arguments are the
+    command's, after the program (an interpreter may come first: a `#!` script's cmdline is
+    `python /path/script args`)."""
+    if not isinstance(command, list) or not command or not all(isinstance(w, str) for w in command):
+        return False
+    from thetalker.util.redact import redact_command
+
+    try:
+        raw = (_PROC / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return False
+    words = redact_command(raw.decode("utf-8", "replace").split("\0")[:-1]) or []
+    n_args = len(command) - 1
+    if len(words) < len(command) or (n_args and words[-n_args:] != command[1:]):
+        return False
+    program = Path(command[0]).name
+    return any(Path(w).name == program for w in words[: len(words) - n_args])
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def find_leftover(path: Path, warn: Callable[[str], None] | None = None) -> Leftover | None:
+    """The server group a record names, when it still runs and is the same one: the
+    leader's start time and command are the recorded ones (or, the leader gone, every member
+    started after it). A record that names another group is warned about (`warn`, default
+    stderr) and names nothing: no group the project did not start is ever signalled."""
+    say = warn or _warn
     record = read_record(path)
     if record is None:
         return None
     if record.get("hostname") != socket.gethostname() or record.get("boot_id") != _boot_id():
         return None  # written on another machine, or before a reboot: its PIDs mean nothing here
-    pid, pgid = int(record.get("pid", record["pgid"])), int(record["pgid"])
+    pid, pgid = record.get("pid"), record["pgid"]
+    if pid != pgid:  # write_record makes the leader's PID the group's id, always
+        say(
+            f"{path}: pid {pid} and pgid {pgid} differ: not a server record this project "
+            "wrote; no process signalled"
+        )
+        return None
+    recorded = record.get("start_ticks")
     ticks = start_ticks(pid)
-    if ticks is not None and ticks != record.get("start_ticks"):
-        return None  # the PID now belongs to another process: the recorded group is gone
+    if ticks is not None:
+        if ticks != recorded:
+            return None  # the PID now belongs to another process: the recorded group is gone
+        if not same_command(pid, record.get("command")):
+            say(
+                f"{path}: {describe_pid(pid)} is not the recorded server "
+                f"({' '.join(map(str, record.get('command') or []))[:120]}); no process signalled"
+            )
+            return None
     members = group_members(pgid)
     if not members:
         return None
+    if ticks is None:  # the leader is gone: its group holds only what started after it
+        older = [
+            m for m in members if not isinstance(recorded, int) or (start_ticks(m) or 0) < recorded
+        ]
+        if older:
+            say(
+                f"{path}: process group {pgid} holds {describe_pid(older[0])}, older than the "
+                "recorded server: not its group; no process signalled"
+            )
+            return None
     launcher = record.get("launcher_pid")
     launcher_alive = (
         isinstance(launcher, int)
@@ -208,3 +264,18 @@ def port_holder(host: str, port: int) -> int | None:
         if listening and conn.laddr.port == port and conn.laddr.ip in (host, "0.0.0.0", "::"):
             return int(conn.pid)
     return None
+
+
+def leftover_warnings(logs_root: Path) -> list[str]:
+    """A line for each server an earlier run left running (its launcher gone) under the
+    logs folder, with the command that stops it: said at every workflow start, so a run that
+    has nothing to do (and so starts no job that would stop it) still says it."""
+    lines = []
+    for path in sorted(Path(logs_root).rglob("*.pid.json")):
+        found = find_leftover(path)
+        if found is not None and found.launcher_pid is None:
+            lines.append(
+                f"{found.describe()}, recorded in {path}, is left from an earlier run "
+                f"(the next run of its job stops it; now: kill -TERM -- -{found.pgid})"
+            )
+    return lines

@@ -118,11 +118,53 @@ def check_config_file(path: str | Path) -> None:
         raise ConfigError(f"config file {exc}") from None
 
 
+def check_config_size(config: Any) -> None:
+    """Refuse a config whose aliases expand past MAX_EXPANDED_NODES (a `--configfile` alias
+    bomb), before the schema's validation or any walk: each would take hours or print the
+    expanded document. Linear in the distinct nodes, whatever the expansion."""
+    from thetalker.data.yaml_files import MAX_EXPANDED_NODES, expanded_size
+
+    size = expanded_size(config)
+    if size > MAX_EXPANDED_NODES:
+        raise ConfigError(
+            f"config: {size} values once its YAML aliases are expanded, more than "
+            f"{MAX_EXPANDED_NODES} (an alias bomb?); refused before it is checked"
+        )
+
+
+def check_point_labels(config: Mapping[str, Any]) -> None:
+    """Every point's folder name is its own (no two points share one, or one overwrites the
+    other) and says its load exactly as thetalker.report.points reads it back."""
+    import re
+
+    seen: dict[str, str] = {}
+    for i, rate in enumerate(config.get("request_rates", [])):
+        label = rate_label(rate)
+        field = f"request_rates[{i}]"
+        if not re.fullmatch(r"r\d+(?:\.\d+)?", label) or float(label[1:]) != float(rate):
+            raise ConfigError(
+                f"config field {field}: {rate} would be named {label}, which does not say it "
+                "exactly; give at most 6 significant digits, between 0.0001 and 999999"
+            )
+        if label in seen:
+            raise ConfigError(
+                f"config field {field}: {rate} and {seen[label]} share the label {label}"
+            )
+        seen[label] = f"{field} ({rate})"
+    for i, c in enumerate(config["concurrency"]):
+        label = f"c{int(c)}"
+        if label in seen:
+            raise ConfigError(f"config field concurrency[{i}]: {c} and {seen[label]} share {label}")
+        seen[label] = f"concurrency[{i}] ({c})"
+
+
 def check_config(config: Mapping[str, Any]) -> None:
     """Cross-field checks after the schema; raise ConfigError naming the field."""
+    check_config_size(config)
     bad_number = _not_finite(config)
     if bad_number:
         raise ConfigError(f"config field {bad_number[0]}: {bad_number[1]} is not a finite number")
+    check_point_labels(config)
     points = [int(c) for c in config["concurrency"]]
     counts = request_counts(config)
     missing = [c for c in points if c not in counts]
@@ -419,6 +461,10 @@ def check_quality(config: Mapping[str, Any]) -> None:
     for name in quality["compare"]:
         if name not in config["systems"]:
             raise ConfigError(f"config field quality.compare: unknown system {name!r}")
+    asr = config["quality"].get("asr") or {}
+    problem = asr_model_problem(asr.get("backend", "faster-whisper"), asr.get("model"))
+    if problem:  # found now, not after every quality run has synthesized its audio
+        raise ConfigError(f"config field quality.asr.model: {problem}")
     try:
         n_prompts = len(load_prompts(quality["prompts"]))
     except (OSError, PromptError) as exc:
@@ -452,6 +498,41 @@ def quality_run_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
         "request_rates": [],
         "capacity": {**config.get("capacity", {}), "refine": False},
     }
+
+
+# The names each backend resolves itself (faster-whisper's `available_models()`,
+# openai-whisper's `available_models()`), kept here so the check needs neither installed.
+FASTER_WHISPER_MODELS = ("tiny.en", "tiny", "base.en", "base", "small.en", "small")
+FASTER_WHISPER_MODELS += ("medium.en", "medium", "large-v1", "large-v2", "large-v3", "large")
+FASTER_WHISPER_MODELS += ("distil-large-v2", "distil-medium.en", "distil-small.en")
+FASTER_WHISPER_MODELS += ("distil-large-v3", "distil-large-v3.5", "large-v3-turbo", "turbo")
+OPENAI_WHISPER_MODELS = ("tiny.en", "tiny", "base.en", "base", "small.en", "small", "medium.en")
+OPENAI_WHISPER_MODELS += ("medium", "large-v1", "large-v2", "large-v3", "large", "large-v3-turbo")
+OPENAI_WHISPER_MODELS += ("turbo",)
+
+
+def asr_model_problem(backend: str, model: Any) -> str | None:
+    """Why the ASR model cannot be what `thetalker.quality.asr` loads (None when it can be):
+    the bundled one, a folder (faster-whisper) or checkpoint file (openai-whisper) that
+    exists, a name the backend knows, or a Hugging Face repo id `org/name` (faster-whisper)."""
+    import re
+
+    if model in (None, "", BUNDLED_ASR_MODEL):
+        return None
+    name = str(model)
+    if Path(name).exists():
+        return None
+    if backend == "openai-whisper":
+        if name.removeprefix("whisper-") in OPENAI_WHISPER_MODELS:
+            return None
+        known = ", ".join(OPENAI_WHISPER_MODELS)
+        return f"{name!r} is no checkpoint file here and not an openai-whisper name ({known})"
+    if name in FASTER_WHISPER_MODELS or re.fullmatch(r"[\w.-]+/[\w.-]+", name):
+        return None
+    return (
+        f"{name!r} is no folder here, not a faster-whisper name "
+        f"({', '.join(FASTER_WHISPER_MODELS[:6])}, ...) and not a repo id org/name"
+    )
 
 
 def asr_model_arg(config: Mapping[str, Any]) -> str:

@@ -192,7 +192,7 @@ class _Session:
         thetalker.report.points computes it), with `failure` when a round failed its
         acceptance. A failed grid point stops the job; a failed search point only fails."""
         from thetalker.client import format_point_end, run_benchmark
-        from thetalker.data.records import read_records, write_json
+        from thetalker.data.records import read_rounds, write_json
         from thetalker.metrics import summarize_point
         from thetalker.pipeline.provenance import collect_provenance, utc_now
         from thetalker.pipeline.sampler import ResourceSampler
@@ -231,7 +231,7 @@ class _Session:
             failure = failure or point_failure(summary, job.max_error_rate)
             if failure and not search:
                 raise BenchJobError(f"{name} {label}: {failure}")
-        records = [r for d in dirs for r in read_records(d / "records.jsonl")]
+        records = [r for one in read_rounds([d / "records.jsonl" for d in dirs]) for r in one]
         pooled = summarize_point(records, concurrency=load.concurrency)
         return {**pooled, "failure": failure} if failure else pooled
 
@@ -357,11 +357,9 @@ def run_job(
     the job has one and `search_manifest` is given (search points under its `search/`
     folder; the manifest written in every case). Returns the grid points' summaries.
     `launch`: what serves the spec (thetalker.lifecycle.launch.launch_server; a test's own
-    server)."""
-    from thetalker.client import LineReporter
-    from thetalker.data.prompts import load_prompts
-    from thetalker.lifecycle.launch import launch_server
-    from thetalker.util.fdlimit import ensure_fd_limit
+    server). The job holds its run's lock (thetalker.lifecycle.run_lock) throughout, and
+    refuses (RunBusyError) before deleting anything when an earlier run still holds it."""
+    from thetalker.lifecycle.run_lock import lock_path, run_lock
 
     loads = grid_loads(job)
     if len(records) != len(loads) * job.repeats:
@@ -372,6 +370,24 @@ def run_job(
         [Path(r).parent for r in records[i * job.repeats : (i + 1) * job.repeats]]
         for i in range(len(loads))
     ]
+    # Nothing is deleted before this job knows it is the run's only writer (run_lock).
+    with run_lock(lock_path(server_log)):
+        return _run_locked(job, loads, groups, server_log, search_manifest, launch)
+
+
+def _run_locked(
+    job: BenchJob,
+    loads: list[Load],
+    groups: list[list[Path]],
+    server_log: Path,
+    search_manifest: Path | None,
+    launch: Callable[[ServerSpec], AbstractContextManager[Any]] | None,
+) -> list[dict[str, Any]]:
+    from thetalker.client import LineReporter
+    from thetalker.data.prompts import load_prompts
+    from thetalker.lifecycle.launch import launch_server
+    from thetalker.util.fdlimit import ensure_fd_limit
+
     search_dir = search_manifest.with_suffix("") if search_manifest else None
     if search_dir is not None:  # a rerun's search starts from nothing too
         shutil.rmtree(search_dir, ignore_errors=True)

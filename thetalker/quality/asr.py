@@ -421,9 +421,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The records and their audio are checked before the model loads (seconds, a GPU).
         quiet = lambda _line: None  # noqa: E731 (the real pass below warns)
         transcribe_records(args.records, _NoTranscriber(), args.include_warmup, quiet)
-        backend = make_backend(
-            args.backend, args.model, args.workers, not args.no_progress, args.device
-        )
+        try:
+            backend = make_backend(
+                args.backend, args.model, args.workers, not args.no_progress, args.device
+            )
+        except (ImportError, AsrError):
+            raise
+        except Exception as exc:  # the backends raise their own types for a model they lack
+            what = " ".join(str(exc).split())[:300]
+            raise AsrError(
+                f"--model {args.model!r}: {args.backend} cannot load it ({type(exc).__name__}: "
+                f"{what})"
+            ) from None
         t0 = time.perf_counter()
         rows = transcribe_records(args.records, backend, args.include_warmup)
         wall_s = time.perf_counter() - t0

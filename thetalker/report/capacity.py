@@ -41,6 +41,7 @@ from thetalker.report.common import (  # noqa: E402
     point_labels,
     write_table,
 )
+from thetalker.report.output import ReportWriteError, write_output  # noqa: E402
 
 __all__ = ["loads_of", "capacity_of", "capacity_rows", "capacity_table", "capacity_figure", "main"]
 
@@ -199,10 +200,11 @@ def capacity_figure(
         f"Capacity at {level.min_continuity_pct:g}% continuity (star; hollow: bisection points)"
     )
     ax.legend(fontsize="small")
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(out, dpi=DPI)
-    plt.close(fig)
+    try:
+        write_output(out, lambda tmp: fig.savefig(tmp, dpi=DPI))
+    finally:
+        plt.close(fig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -222,11 +224,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         points, args.models, args.systems, level, args.headline, args.gpu_hour_usd
     )
     rows = capacity_rows(points, args.models, args.systems, level, args.headline, args.gpu_hour_usd)
-    csv_path = write_table(args.table, text, rows)
-    print(f"wrote {args.table} and {csv_path}")
-    if args.figure:
-        capacity_figure(points, args.models, args.systems, level, args.figure, args.grid)
-        print(f"wrote {args.figure}")
+    try:
+        csv_path = write_table(args.table, text, rows)
+        print(f"wrote {args.table} and {csv_path}")
+        if args.figure:
+            capacity_figure(points, args.models, args.systems, level, args.figure, args.grid)
+            print(f"wrote {args.figure}")
+    except ReportWriteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from thetalker.metrics import point_cost
+from thetalker.report.output import write_output  # whole or not at all, named
 
 __all__ = [
     "point_cost_at",
@@ -183,10 +184,10 @@ def markdown_table(
 
 def write_table(path: Path, text: str, rows: Sequence[Row]) -> Path:
     """`path` (Markdown) and its CSV beside it (same stem); returns the CSV's path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    write_output(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     csv_path = path.with_suffix(".csv")
-    pd.DataFrame(list(rows)).to_csv(csv_path, index=False)
+    frame = pd.DataFrame(list(rows))
+    write_output(csv_path, lambda tmp: frame.to_csv(tmp, index=False))
     return csv_path
 
 

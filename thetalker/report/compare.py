@@ -1,9 +1,14 @@
 """thetalker-compare A B: what changed between two result folders, and what is noise.
 
-Reads the records only (`records.jsonl` under each folder, in the layout
-`.../{system}/{model}/{c<N>|r<R>}[/round<k>]/records.jsonl`, as `thetalker.report.points`
-reads it). For every (system, model, point) present in both it prints B against A (A is
-the base, B the new run): RTFx as the ratio B / A, TTFA p50 and p90 as B - A in seconds,
+A run is a folder holding the bench job's manifest `search.json` (`results/runs/S/M`,
+`results/quality/S/M`); its points are the grid points the job finished (`{c<N>|r<R>}/`
+with `summary.json` beside `records.jsonl`, or `round1/` .. `roundN/`) and the search points
+its manifest lists; nothing else in the folder counts (a stray `records.jsonl` beside round
+folders, or one without a summary, is refused). Points match by run (`runs`, `quality`),
+system, model and point, and are compared only when they measured the same thing: the same
+load, sample rate, model, protocol and prompt set; a point where they differ is named with
+what differs, not compared. For every point compared it prints B against A (A is the base,
+B the new run): RTFx as the ratio B / A, TTFA p50 and p90 as B - A in seconds,
 continuity as B - A in percentage points, each with its 95% interval, and names the
 changes whose interval excludes "no change" (1 for the ratio, 0 for a difference).
 
@@ -18,18 +23,21 @@ their own. All from `thetalker.metrics`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from thetalker import metrics
-from thetalker.data.records import RecordError, read_records
+from thetalker.data.records import RecordError, read_json, read_rounds
 from thetalker.metrics import Interval
-from thetalker.report.points import PointPathError, point_location
 
 __all__ = [
     "CompareError",
+    "find_runs",
+    "run_rounds",
     "find_points",
+    "point_facts",
     "compare_point",
     "compare_folders",
     "distinguishable",
@@ -37,7 +45,10 @@ __all__ = [
     "csv_rows",
 ]
 
-PointKey = tuple[str, str, str]
+PointKey = tuple[str, str, str, str]
+_MANIFEST = "search.json"
+_POINT_DIR = re.compile(r"^(?:c\d+|r\d+(?:\.\d+)?)$")
+_ROUND_DIR = re.compile(r"^round(\d+)$")
 # (name in the output, key of compare_point, the value meaning "no change", digits)
 FIGURES = (
     ("RTFx B/A", "rtfx_ratio", 1.0, 3),
@@ -51,19 +62,113 @@ class CompareError(ValueError):
     """A folder that cannot be compared; the message names it."""
 
 
-def find_points(folder: str | Path) -> dict[PointKey, list[Path]]:
-    """(system, model, point) -> its records files (one per round, in round order)."""
+def find_runs(folder: str | Path) -> list[Path]:
+    """The runs under a folder (the folder itself may be one): folders holding the bench
+    job's manifest `search.json` (written by every job, a quality run's too)."""
     root = Path(folder)
     if not root.is_dir():
         raise CompareError(f"{root}: not a folder")
-    found: dict[PointKey, list[tuple[int, Path]]] = {}
-    for path in sorted(root.rglob("records.jsonl")):
-        try:
-            where = point_location(path)
-        except PointPathError:
-            continue  # a records file outside the point layout (e.g. a quality run's scratch)
-        found.setdefault((where.system, where.model, where.point), []).append((where.round, path))
-    return {key: [p for _, p in sorted(paths)] for key, paths in found.items()}
+    return sorted(m.parent for m in root.rglob(_MANIFEST))
+
+
+def run_rounds(run: Path) -> dict[str, list[Path]]:
+    """point label -> the records file of each round, in round order: the grid points the
+    job finished (a `summary.json` beside the records, in `{point}/` or `{point}/round<k>/`)
+    and the search points its manifest lists. Nothing else in the folder counts: a stale
+    `records.jsonl` beside rounds, or one with no summary, is refused, never pooled."""
+    manifest = read_json(run / _MANIFEST)
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("points"), list):
+        raise CompareError(f"{run / _MANIFEST}: not a search manifest (no `points` list)")
+    found: dict[str, list[Path]] = {}
+    for point in sorted(p for p in run.iterdir() if p.is_dir() and _POINT_DIR.match(p.name)):
+        rounds = sorted(
+            (int(m.group(1)), d)
+            for d in point.iterdir()
+            if (m := _ROUND_DIR.match(d.name)) and d.is_dir()
+        )
+        if rounds and (point / "records.jsonl").exists():
+            raise CompareError(
+                f"{point}: both records.jsonl and round folders; which is the run is unclear"
+            )
+        dirs = [d for _, d in rounds] if rounds else [point]
+        if [k for k, _ in rounds] != list(range(1, len(rounds) + 1)):
+            raise CompareError(f"{point}: rounds {[k for k, _ in rounds]}, not 1..{len(rounds)}")
+        for d in dirs:
+            if (d / "records.jsonl").exists() and not (d / "summary.json").exists():
+                raise CompareError(f"{d}: records.jsonl without summary.json (a job cut short)")
+        if all((d / "records.jsonl").exists() for d in dirs) and dirs:
+            found[point.name] = [d / "records.jsonl" for d in dirs]
+    for entry in manifest["points"]:
+        files = [_under(run, Path(r)) for r in entry.get("records") or []]
+        if files:
+            found[f"search/{entry['point']}"] = files
+    return found
+
+
+def _under(run: Path, recorded: Path) -> Path:
+    """A manifest's records path, taken below the run's own `search/` (the folder may have
+    moved since the job wrote it)."""
+    parts = recorded.parts
+    if "search" not in parts:
+        raise CompareError(f"{run / _MANIFEST}: {recorded} is not under search/")
+    i = len(parts) - 1 - parts[::-1].index("search")
+    return run.joinpath(*parts[i:])
+
+
+def find_points(folder: str | Path) -> dict[PointKey, list[Path]]:
+    """(run, system, model, point) -> its records files (one per round, in round order),
+    for every run under the folder. `run` is where the run sits (`runs`, `quality`)."""
+    root = Path(folder)
+    found: dict[PointKey, list[Path]] = {}
+    for run in find_runs(root):
+        manifest = read_json(run / _MANIFEST)
+        where = run.relative_to(root).parts  # e.g. (runs, S, M): the run sits in `runs`
+        kind = "/".join(where[:-2]) or "."
+        system = str(manifest.get("system") or run.parent.name)
+        model = str(manifest.get("model") or run.name)
+        for point, files in run_rounds(run).items():
+            found[(kind, system, model, point)] = files
+    return found
+
+
+def point_facts(files: Sequence[Path], rounds: Sequence[Sequence[Mapping[str, Any]]]) -> dict:
+    """What must agree for two points to be compared: the load, the sample rate, the model
+    sent, the protocol, and the prompt set (the texts of the scored requests)."""
+    facts: dict[str, Any] = {}
+    for path, records in zip(files, rounds, strict=True):
+        summary = read_json(path.with_name("summary.json"))
+        options = summary.get("options") or {}
+        one = {
+            "load": (summary.get("concurrency"), summary.get("request_rate")),
+            "sample rate": summary.get("sample_rate"),
+            "model": options.get("model"),
+            "protocol": options.get("protocol", "http"),
+            "prompt set": frozenset(r["text"] for r in records if not r["warmup"]),
+        }
+        if facts and one != facts:
+            raise CompareError(f"{path}: its rounds differ in {_differs(facts, one)[0]}")
+        facts = one
+    return facts
+
+
+def _differs(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    out = []
+    for name in a:
+        if a[name] == b.get(name):
+            continue
+        if name == "prompt set":
+            common = len(a[name] & b[name])
+            out.append(f"prompt set ({len(a[name])} vs {len(b[name])} texts, {common} in common)")
+        elif name == "load":
+            out.append(f"load ({_load(a[name])} vs {_load(b[name])})")
+        else:
+            out.append(f"{name} ({a[name]} vs {b[name]})")
+    return out
+
+
+def _load(load: tuple[Any, Any]) -> str:
+    concurrency, rate = load
+    return f"{rate} req/s" if rate is not None else f"{concurrency} streams"
 
 
 def _ok(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -104,27 +209,40 @@ def compare_point(
 
 def compare_folders(
     a: str | Path, b: str | Path, seed: int = metrics.SEED
-) -> tuple[list[dict[str, Any]], list[PointKey], list[PointKey]]:
-    """Rows for the points in both folders (sorted), and the points only in A, only in B."""
-    points_a, points_b = find_points(a), find_points(b)
+) -> tuple[list[dict[str, Any]], list[PointKey], list[PointKey], list[str]]:
+    """Rows for the points in both folders that measured the same thing (sorted), the
+    points only in A, only in B, and a line for each point in both that is not compared
+    because its load, sample rate, model, protocol or prompt set differ (naming which)."""
+    try:
+        points_a, points_b = find_points(a), find_points(b)
+    except RecordError as exc:
+        raise CompareError(str(exc)) from None
     both = sorted(set(points_a) & set(points_b))
-    rows = []
+    rows, unlike = [], []
     for key in both:
         try:
-            rounds_a = [list(read_records(p)) for p in points_a[key]]
-            rounds_b = [list(read_records(p)) for p in points_b[key]]
+            rounds_a = read_rounds(points_a[key])
+            rounds_b = read_rounds(points_b[key])
+            differs = _differs(
+                point_facts(points_a[key], rounds_a), point_facts(points_b[key], rounds_b)
+            )
         except RecordError as exc:
             raise CompareError(str(exc)) from None
-        system, model, point = key
+        if differs:
+            unlike.append(f"{'/'.join(key)}: not compared, A and B differ in " + "; ".join(differs))
+            continue
+        run, system, model, point = key
         rows.append(
             {
+                "run": run,
                 "system": system,
                 "model": model,
                 "point": point,
                 **compare_point(rounds_a, rounds_b, seed),
             }
         )
-    return rows, sorted(set(points_a) - set(points_b)), sorted(set(points_b) - set(points_a))
+    only_a = sorted(set(points_a) - set(points_b))
+    return rows, only_a, sorted(set(points_b) - set(points_a)), unlike
 
 
 def _cell(ci: Interval, digits: int, style: str = "plain") -> str:
@@ -144,11 +262,11 @@ def distinguishable(row: Mapping[str, Any]) -> list[str]:
 
 
 def format_changes(rows: Sequence[Mapping[str, Any]]) -> str:
-    header = ["system", "model", "point", "RTFx A", "RTFx B", *(name for name, *_ in FIGURES)]
-    header.append("distinguishable from noise")
+    header = ["run", "system", "model", "point", "RTFx A", "RTFx B"]
+    header += [*(name for name, *_ in FIGURES), "distinguishable from noise"]
     lines = [
         "| " + " | ".join(header) + " |",
-        "|" + "|".join([" --- "] * 3 + [" ---: "] * (len(header) - 4) + [" --- "]) + "|",
+        "|" + "|".join([" --- "] * 4 + [" ---: "] * (len(header) - 5) + [" --- "]) + "|",
     ]
     for row in rows:
         rtfx = [_cell(row[k], 1) for k in ("rtfx_a", "rtfx_b")]
@@ -158,6 +276,7 @@ def format_changes(rows: Sequence[Mapping[str, Any]]) -> str:
         ]
         named = distinguishable(row)
         cells = [
+            row["run"],
             row["system"],
             row["model"],
             row["point"],
@@ -173,6 +292,7 @@ def csv_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for row in rows:
         flat: dict[str, Any] = {
+            "run": row["run"],
             "system": row["system"],
             "model": row["model"],
             "point": row["point"],

@@ -36,6 +36,7 @@ from thetalker.report.common import (  # noqa: E402
     report_parser,
     thresholds_of,
 )
+from thetalker.report.output import ReportWriteError, write_output  # noqa: E402
 from thetalker.report.points import threshold_column  # noqa: E402
 
 __all__ = [
@@ -54,10 +55,11 @@ DPI = 120
 
 
 def _save(fig: plt.Figure, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(out, dpi=DPI)
-    plt.close(fig)
+    try:
+        write_output(out, lambda tmp: fig.savefig(tmp, dpi=DPI))
+    finally:
+        plt.close(fig)
 
 
 def _yerr(summaries: Sequence[dict | None], column: str) -> tuple[list[float], np.ndarray]:
@@ -249,25 +251,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     points = load_points_or_report(args.points)
     if points is None:
         return 1
-    throughput_figure(points, args.models, args.systems, args.headline, args.throughput)
-    continuity_figure(points, args.models, args.systems, args.continuity)
-    ttfa_figure(points, args.models, args.systems, args.min_continuity_pct, args.ttfa)
-    cost_figure(
-        points,
-        args.models,
-        args.systems,
-        args.headline,
-        args.gpu_hour_usd,
-        args.min_continuity_pct,
-        args.cost,
-    )
-    written = [args.throughput, args.continuity, args.ttfa, args.cost]
-    if args.continuity_thresholds:
-        continuity_thresholds_figure(points, args.models, args.systems, args.continuity_thresholds)
-        written.append(args.continuity_thresholds)
-    if args.perceived:
-        perceived_figure(points, args.models, args.systems, args.perceived)
-        written.append(args.perceived)
+    try:
+        throughput_figure(points, args.models, args.systems, args.headline, args.throughput)
+        continuity_figure(points, args.models, args.systems, args.continuity)
+        ttfa_figure(points, args.models, args.systems, args.min_continuity_pct, args.ttfa)
+        cost_figure(
+            points,
+            args.models,
+            args.systems,
+            args.headline,
+            args.gpu_hour_usd,
+            args.min_continuity_pct,
+            args.cost,
+        )
+        written = [args.throughput, args.continuity, args.ttfa, args.cost]
+        if args.continuity_thresholds:
+            out = args.continuity_thresholds
+            continuity_thresholds_figure(points, args.models, args.systems, out)
+            written.append(args.continuity_thresholds)
+        if args.perceived:
+            perceived_figure(points, args.models, args.systems, args.perceived)
+            written.append(args.perceived)
+    except ReportWriteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     for path in written:
         print(f"wrote {path}")
     return 0

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from thetalker.data.records import RecordError, read_json, read_records
+from thetalker.data.records import RecordError, read_json, read_rounds
 from thetalker.metrics import (
     CONTINUITY_THRESHOLDS_S,
     Interval,
@@ -159,7 +159,7 @@ def point_row(
     first = where[0]
     if any((w.system, w.model, w.point) != (first.system, first.model, first.point) for w in where):
         raise PointPathError(f"{paths[0]}: rounds of different points given together")
-    rounds = [list(read_records(p, require_complete=not allow_incomplete)) for p in paths]
+    rounds = read_rounds(paths, require_complete=not allow_incomplete)
     pooled = [r for one in rounds for r in one]
     summary = flatten(summarize_point(pooled, concurrency=first.concurrency))
     figures = point_intervals(rounds, thresholds_s)
@@ -219,9 +219,14 @@ def _group_rounds(paths: Iterable[str | Path]) -> list[list[Path]]:
     groups: dict[tuple[str, str, str], list[tuple[int, Path]]] = {}
     for path in paths:
         where = point_location(path)
-        groups.setdefault((where.system, where.model, where.point), []).append(
-            (where.round, Path(path))
-        )
+        group = groups.setdefault((where.system, where.model, where.point), [])
+        same = [p for r, p in group if r == where.round]
+        if same:  # e.g. a stale c2/records.jsonl beside c2/round1/: not another round
+            raise PointPathError(
+                f"{path}: round {where.round} of {where.point} again (also {same[0]}); "
+                "a point's rounds are round1/, round2/, ... or one records.jsonl, not both"
+            )
+        group.append((where.round, Path(path)))
     return [[p for _, p in sorted(group)] for group in groups.values()]
 
 

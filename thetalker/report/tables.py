@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from thetalker.data.records import RecordError, read_records
+from thetalker.data.records import RecordError, read_rounds
 from thetalker.metrics import Interval, rtfx_ratio_interval
 from thetalker.report.common import (
     _INTERVAL_NOTE,
@@ -48,6 +48,7 @@ from thetalker.report.common import (
     thresholds_of,
     write_table,
 )
+from thetalker.report.output import ReportWriteError, write_output
 from thetalker.report.points import threshold_column
 
 __all__ = [
@@ -72,7 +73,7 @@ def _rounds(summary: Mapping[str, Any]) -> list[list[dict]] | None:
     if not files:
         return None
     try:
-        return [list(read_records(path)) for path in str(files).split(";")]
+        return read_rounds(str(files).split(";"))
     except (RecordError, OSError):
         return None
 
@@ -393,13 +394,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         (args.ttfa, ttfa_table(points, m, s), ttfa_rows(points, m, s)),
         (args.cost, cost_table(points, m, s, *cost_args), cost_rows(points, m, s, *cost_args)),
     ]
-    for path, text, rows in tables:
-        csv_path = write_table(path, text, rows)
-        print(f"wrote {path} and {csv_path}")
-    if thresholds_of(points):
-        extra = args.continuity.with_name("continuity_thresholds.csv")
-        pd.DataFrame(continuity_threshold_rows(points, m, s)).to_csv(extra, index=False)
-        print(f"wrote {extra}")
+    try:
+        for path, text, rows in tables:
+            csv_path = write_table(path, text, rows)
+            print(f"wrote {path} and {csv_path}")
+        if thresholds_of(points):
+            extra = args.continuity.with_name("continuity_thresholds.csv")
+            frame = pd.DataFrame(continuity_threshold_rows(points, m, s))
+            write_output(extra, lambda tmp: frame.to_csv(tmp, index=False))
+            print(f"wrote {extra}")
+    except ReportWriteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

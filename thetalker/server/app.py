@@ -48,7 +48,12 @@ from thetalker.server.contract import (
 )
 from thetalker.server.engine import Engine, piper_version
 from thetalker.server.formats import flac_bytes, wav_bytes, wav_header
-from thetalker.server.guard import ServerLimits, api_key_middleware
+from thetalker.server.guard import (
+    ServerLimits,
+    api_key_middleware,
+    connection_cap,
+    shed_load_middleware,
+)
 from thetalker.server.prom import ServerMetrics
 from thetalker.server.voices import (
     MAX_FILE_BYTES,
@@ -179,10 +184,12 @@ async def _serve_speech(
         await response.write_eof()
         return "200", response
     except (ConnectionError, TimeoutError) as exc:
-        # The client left, or stopped reading for longer than the write timeout.
+        # The client left, or stopped reading for longer than the write timeout: abort (a
+        # close would wait, ESTABLISHED, for the client to read what is queued).
         metrics.cancelled += 1
         if isinstance(exc, TimeoutError) and request.transport is not None:
-            request.transport.close()
+            log.warning("client stopped reading for %g s: connection aborted", write_timeout)
+            request.transport.abort()
         return "499", response
     except asyncio.CancelledError:
         metrics.cancelled += 1
@@ -206,9 +213,12 @@ async def _serve_speech(
             except (ConnectionError, TimeoutError):
                 pass
             return "500", response
-        # Raw stream: cut the body (the contract's signal for an engine failure).
+        # Raw stream: cut the body (the contract's signal for an engine failure); what is
+        # queued may still go out, but a client that does not read it is aborted in time.
         if request.transport is not None:
-            request.transport.close()
+            transport = request.transport
+            transport.close()
+            asyncio.get_running_loop().call_later(write_timeout, transport.abort)
         return "500", response
 
 
@@ -373,13 +383,15 @@ def make_app(
 ) -> web.Application:
     """The server's application; `voices_dir=None` uses a fresh temporary folder; with
     `api_key`, `/v1/*` needs `Authorization: Bearer <api_key>`."""
-    middlewares = [api_key_middleware(api_key)] if api_key else []
+    limits = limits or ServerLimits()
+    middlewares = [shed_load_middleware(connection_cap(limits))]
+    middlewares += [api_key_middleware(api_key)] if api_key else []
     app = web.Application(middlewares=middlewares)
     app[ENGINE_KEY] = engine
     app[METRICS_KEY] = ServerMetrics()
     app[MODEL_KEY] = served_model_name
     app[STARTED_AT_KEY] = time.time()
-    app[LIMITS_KEY] = limits or ServerLimits()
+    app[LIMITS_KEY] = limits
     tmp: tempfile.TemporaryDirectory[str] | None = None
     if voices_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="thetalker-voices-")

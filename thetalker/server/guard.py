@@ -5,6 +5,8 @@
   (`body_timeout_s`), or leave a write unread (`write_timeout_s`). aiohttp has no header
   timeout, so `guard_connections` sweeps the server's connections once a second and closes the
   ones idle too long; body and write timeouts are applied where the handlers read and write.
+- `shed_load_middleware`: past the connection cap (`connection_cap`), a logged 503 and a
+  close instead of a server that runs out of descriptors and falls silent.
 - `api_key_middleware`: with a key set, `/v1/*` answers 401 without `Authorization: Bearer
   <key>`; `/health` and the rest stay open (as vllm's `--api-key`).
 - `quiet_bad_requests`: a malformed request (bad HTTP, a client gone) logs one warning line,
@@ -23,8 +25,13 @@ from typing import Any
 
 from aiohttp import web
 
+log = logging.getLogger("thetalker.server")
+
 __all__ = [
     "ServerLimits",
+    "FD_RESERVE",
+    "connection_cap",
+    "shed_load_middleware",
     "API_KEY_ENV",
     "api_key_middleware",
     "guard_connections",
@@ -37,11 +44,62 @@ API_KEY_ENV = ("THETALKER_API_KEY", "VLLM_API_KEY")
 
 @dataclass(frozen=True)
 class ServerLimits:
-    """Per-connection time limits, seconds."""
+    """Per-connection time limits, seconds, and how many connections the server holds."""
 
     idle_timeout_s: float = 15.0
     body_timeout_s: float = 30.0
     write_timeout_s: float = 30.0
+    # A WebSocket utterance (its first input.text to its input.done) must end by then: a
+    # trickle of one character now and then keeps a session active, not alive forever.
+    utterance_timeout_s: float = 120.0
+    # Open connections beyond this get a logged 503 (None: the descriptor limit less a reserve,
+    # so /health and the log still have descriptors when clients hold the rest).
+    max_connections: int | None = None
+
+
+FD_RESERVE = 32  # descriptors kept for /health, the log, the engine's files
+
+
+def connection_cap(limits: ServerLimits) -> int:
+    """The most connections served at once: `max_connections`, else RLIMIT_NOFILE less a
+    reserve (a quarter of it when the limit is small)."""
+    if limits.max_connections is not None:
+        return limits.max_connections
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 20
+    return max(1, soft - max(FD_RESERVE, soft // 4))
+
+
+def shed_load_middleware(cap: int) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """Past `cap` open connections, answer 503 and close (WebSocket upgrades included), and
+    log it (at most once in 10 s, with the count shed); /health is always answered."""
+    shed = {"n": 0, "logged_at": -1e9}
+
+    @web.middleware
+    async def shed_load(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        manager = getattr(request.protocol, "_manager", None)  # aiohttp's web.Server
+        open_now = len(getattr(manager, "connections", ()))
+        if open_now <= cap or request.path == "/health":
+            return await handler(request)
+        shed["n"] += 1
+        now = time.monotonic()
+        if now - shed["logged_at"] >= 10.0:
+            log.warning(
+                "shedding load: %d connections open, more than %d; answered 503 (%d shed so far)",
+                open_now,
+                cap,
+                shed["n"],
+            )
+            shed["logged_at"] = now
+        body = {"error": {"message": "server at its connection limit", "code": 503}}
+        return web.json_response(body, status=503, headers={"Connection": "close"})
+
+    return shed_load
 
 
 def api_key_middleware(key: str) -> Callable[..., Awaitable[web.StreamResponse]]:

@@ -5,12 +5,20 @@ embedding) and `<key>.meta.json` with what the API returns. `<key>` is the name 
 so names match case-insensitively and a re-upload overwrites. Every voice already in the
 folder is loaded at start, whatever wrote it. Text fields are bounded (`MAX_TEXT_FIELD_CHARS`)
 and so is the folder (`MAX_TOTAL_BYTES`), so unauthenticated uploads cannot fill memory or disk.
+
+The folder is the server's alone: a voice's files are named from its key, never from a path
+stored in a file (a foreign `<x>.meta.json` naming `../../somewhere` deletes nothing but its
+own key's files), a metadata file counts only under its own key's name, and nothing is read
+or written through a symlink (writes go to a fresh temporary file, renamed over the target).
 """
 
 from __future__ import annotations
 
 import json
 import mimetypes
+import os
+import re
+import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +49,7 @@ MAX_NAME_CHARS = 128
 # text fields (ref_text, speaker_description, consent, speaker_embedding) and the whole folder.
 MAX_TEXT_FIELD_CHARS = 16_384
 MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+_SUFFIX = re.compile(r"\.[a-z0-9]{1,8}")
 
 
 class VoiceError(ValueError):
@@ -95,9 +104,14 @@ class VoiceStore:
         self._voices: dict[str, dict[str, Any]] = {}
         for meta_path in sorted(self.folder.glob("*.meta.json")):
             try:
+                if meta_path.is_symlink():
+                    continue  # the folder's own files only
                 meta = json.loads(meta_path.read_text(encoding="utf-8"))
-                self._voices[str(meta["name"]).casefold()] = meta
-            except (OSError, ValueError, KeyError, TypeError):
+                key = str(meta["name"]).casefold()
+                if meta_path.name != f"{key}.meta.json":
+                    continue  # a file claiming another key's voice is not that voice
+                self._voices[key] = meta
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 continue  # a stray or half-written file is not a voice
 
     def __contains__(self, name: str) -> bool:
@@ -165,10 +179,11 @@ class VoiceStore:
             )
         # Only this voice's own old sample goes: a glob on the key would also match the files
         # of a voice whose name starts with "<key>.sample." (issue 16).
-        if old_meta and old_meta.get("_file"):
-            (self.folder / str(old_meta["_file"])).unlink(missing_ok=True)
+        old_sample = self._own_sample(key, old_meta)
+        if old_sample is not None:
+            old_sample.unlink(missing_ok=True)
         sample_path = self.folder / f"{key}.sample{suffix}"
-        sample_path.write_bytes(payload)
+        self._write(sample_path, payload)
         meta: dict[str, Any] = {
             "name": name,
             "consent": str(consent),
@@ -183,11 +198,32 @@ class VoiceStore:
             meta["ref_text"] = ref_text
         if speaker_description is not None:
             meta["speaker_description"] = speaker_description
-        tmp = self.folder / f".{key}.meta.json.tmp"
-        tmp.write_text(json.dumps(meta), encoding="utf-8")
-        tmp.replace(self.folder / f"{key}.meta.json")
+        self._write(self.folder / f"{key}.meta.json", json.dumps(meta).encode())
         self._voices[key] = meta
         return self._public(meta)
+
+    def _own_sample(self, key: str, meta: dict[str, Any] | None) -> Path | None:
+        """The voice's sample file: `<key>.sample<.ext>` in the folder, whatever `_file` says
+        (a stored name that is not that is not followed)."""
+        name = str((meta or {}).get("_file") or "")
+        prefix = f"{key}.sample"
+        if not name.startswith(prefix) or not _SUFFIX.fullmatch(name[len(prefix) :]):
+            return None
+        return self.folder / name
+
+    def _write(self, path: Path, data: bytes) -> None:
+        """Write `path` (in the folder) through a fresh temporary file renamed over it: a
+        symlink planted at either name is replaced or refused, never written through."""
+        tmp = self.folder / f".{secrets.token_hex(8)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(tmp, flags, 0o644)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)  # replaces a symlink itself, never its target
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     @staticmethod
     def _check_audio(
@@ -209,7 +245,8 @@ class VoiceStore:
                 "audio_sample",
             )
         is_wav = audio[:4] == b"RIFF"
-        suffix = ".wav" if is_wav else (Path(filename or "").suffix.lower() or ".bin")
+        suffix = ".wav" if is_wav else Path(filename or "").suffix.lower()
+        suffix = suffix if _SUFFIX.fullmatch(suffix) else ".bin"
         guessed = mimetypes.guess_type(f"x{suffix}")[0]
         mime = "audio/wav" if is_wav else (content_type or guessed or "application/octet-stream")
         return audio, suffix, mime
@@ -237,6 +274,7 @@ class VoiceStore:
         if meta is None:
             raise VoiceError(f"Voice '{name}' not found", None, status=404)
         (self.folder / f"{key}.meta.json").unlink(missing_ok=True)
-        if meta.get("_file"):
-            (self.folder / str(meta["_file"])).unlink(missing_ok=True)
+        sample = self._own_sample(key, meta)
+        if sample is not None:
+            sample.unlink(missing_ok=True)
         return self._public(meta)

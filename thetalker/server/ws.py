@@ -12,7 +12,10 @@ engine piece, PCM; else the unit's whole file in `response_format`) and `audio.d
 messages: a refused config (and no config within the timeout) ends the connection; a unit
 that fails to synthesize gets `error` ("Generation failed for utterance U, sentence S: ...",
 `partial_audio` when some of it went out) and its `audio.done` with `error: true`, and the
-session goes on. 30 s without a message while nothing is being synthesized ends it.
+session goes on. 30 s without a message while nothing is being synthesized ends it; so does
+an utterance not ended by `input.done` within `ServerLimits.utterance_timeout_s` (a trickle of
+text keeps a session active, not alive forever), and a client that leaves a send unread for
+`write_timeout_s` is aborted (logged).
 
 Unlike 0.30.0, which synthesizes a unit inside its receive loop, text is read while audio is
 made: each unit goes to the engine's scheduler as soon as the splitter completes it, and the
@@ -33,6 +36,7 @@ from aiohttp import WSMsgType, web
 
 from thetalker.server.contract import (
     ENGINE_KEY,
+    LIMITS_KEY,
     MODEL_KEY,
     VOICES_KEY,
     ApiError,
@@ -127,13 +131,35 @@ class _Session:
         self.busy = False
         self.utterance_open = False
         self.utterance_chars = 0
+        self.utterance_deadline: float | None = None  # loop time its input.done is due by
+        self.limits = request.app[LIMITS_KEY]
+        self.transport = request.transport
+
+    async def send_json(self, payload: dict[str, Any]) -> None:
+        await self._send(self.ws.send_json(payload))
+
+    async def send_bytes(self, data: bytes) -> None:
+        await self._send(self.ws.send_bytes(data))
+
+    async def _send(self, sending: Any) -> None:
+        """A send with a deadline: a client that stops reading is aborted (a close would wait
+        on it), logged, and the session ends."""
+        timeout_s = self.limits.write_timeout_s
+        try:
+            async with asyncio.timeout(timeout_s):
+                await sending
+        except TimeoutError:
+            log.warning("WebSocket client stopped reading for %g s: connection aborted", timeout_s)
+            if self.transport is not None:
+                self.transport.abort()
+            raise ConnectionResetError("the client stopped reading") from None
 
     async def error(self, message: str, partial_audio: bool = False) -> None:
         payload: dict[str, Any] = {"type": "error", "message": message}
         if partial_audio:
             payload.update(partial_audio=True, action="discard")
         with contextlib.suppress(ConnectionError, RuntimeError):
-            await self.ws.send_json(payload)
+            await self.send_json(payload)
 
     # --- the synthesizer --------------------------------------------------------------
 
@@ -150,7 +176,7 @@ class _Session:
                 else:  # an input.done
                     done = {"type": "session.done", "utterance_index": utterance}
                     done["total_sentences"] = sentence
-                    await self.ws.send_json(done)
+                    await self.send_json(done)
                     utterance, sentence = utterance + 1, 0
             finally:
                 self.busy = not self.queue.empty()
@@ -165,7 +191,7 @@ class _Session:
         }
         if config.stream_audio:
             start["sample_rate"] = NOMINAL_SAMPLE_RATE
-        await self.ws.send_json(start)
+        await self.send_json(start)
         sent = 0
         failed = False
         try:
@@ -177,12 +203,12 @@ class _Session:
                 if config.stream_audio:
                     async for pcm in pieces:
                         if pcm:
-                            await self.ws.send_bytes(pcm)
+                            await self.send_bytes(pcm)
                             sent += len(pcm)
                 else:
                     pcm = b"".join([p async for p in pieces])
                     data = _whole_file(pcm, config.response_format, self.engine.sample_rate)
-                    await self.ws.send_bytes(data)
+                    await self.send_bytes(data)
                     sent = len(data)
         except (ConnectionError, asyncio.CancelledError):
             raise
@@ -198,17 +224,28 @@ class _Session:
             done = {"type": "audio.done", "utterance_index": utterance, "sentence_index": sentence}
             done.update(total_bytes=sent, error=failed)
             with contextlib.suppress(ConnectionError, RuntimeError):
-                await self.ws.send_json(done)
+                await self.send_json(done)
 
     # --- the reader -------------------------------------------------------------------
 
     async def read(self) -> None:
         """Messages until session.close, a fatal error, the timeout or the socket's end."""
+        loop = asyncio.get_running_loop()
         while True:
             timeout = CONFIG_TIMEOUT_S if self.config is None else IDLE_TIMEOUT_S
+            due = self.utterance_deadline if self.utterance_open else None
+            if due is not None:
+                timeout = min(timeout, max(0.0, due - loop.time()))
             try:
                 msg = await self.ws.receive(timeout=timeout)
             except TimeoutError:
+                if due is not None and loop.time() >= due:
+                    limit = self.limits.utterance_timeout_s
+                    log.warning(
+                        "WebSocket utterance open for %g s without input.done: closed", limit
+                    )
+                    await self.error(f"Utterance timeout: no input.done within {limit:g} s")
+                    return
                 if self.config is not None and (self.busy or not self.queue.empty()):
                     continue  # audio is being made: not idle
                 if self.config is None:
@@ -273,8 +310,10 @@ class _Session:
             if self.utterance_chars > MAX_INPUT_CHARS:
                 await self.error(f"the utterance is longer than {MAX_INPUT_CHARS} characters")
                 return False
-            if text:
+            if text and not self.utterance_open:
                 self.utterance_open = True
+                due = asyncio.get_running_loop().time() + self.limits.utterance_timeout_s
+                self.utterance_deadline = due
             self.enqueue(self.splitter.feed(text))
         elif kind == "input.done":
             self.enqueue(self.splitter.flush())

@@ -6,7 +6,8 @@ log) goes through these before it is written. What counts as secret:
 - a variable whose name contains KEY, TOKEN, SECRET, PASSWORD, PASSWD, PASS, AUTH or CREDENTIAL
   (``HF_TOKEN``, ``OPENAI_API_KEY``, ``AWS_SECRET_ACCESS_KEY``, ``PGPASSWORD``);
 - the value after a secret-looking option on a command line (``--api-key X``,
-  ``--api-key=X``, ``--hf-token X``; the same words as option names);
+  ``--api-key=X``, ``--hf-token X``; the same words as option names), and after any prefix
+  argparse expands to a secret option (``--api X``, ``--hf=X``: ``SECRET_OPTIONS``);
 - the password of a URL (``http://user:pw@host`` becomes ``http://user:<redacted>@host``).
 
 The config names the variable that holds a secret (``systems.S.secret_env``), never its value;
@@ -23,6 +24,7 @@ from typing import Any
 __all__ = [
     "REDACTED",
     "SECRET_WORDS",
+    "SECRET_OPTIONS",
     "is_secret_name",
     "redact_env",
     "redact_command",
@@ -48,9 +50,20 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(_HARMLESS.sub("", str(name))))
 
 
+# The secret options of the programs the project starts (the local server's and vllm's
+# --api-key, vllm's --hf-token). argparse takes any unambiguous prefix of a long option
+# (`--api X` is `--api-key X`), so a prefix of one of these is as secret as the option.
+SECRET_OPTIONS = ("--api-key", "--hf-token", "--token", "--password")
+
+
 def _is_secret_option(arg: str) -> bool:
-    """``--api-key`` / ``--hf-token`` (the name part of ``--name=value``)."""
-    return bool(_OPTION.match(arg)) and is_secret_name(arg.lstrip("-"))
+    """``--api-key`` / ``--hf-token`` (the name part of ``--name=value``), and any prefix of a
+    secret option argparse would expand to it (``--api``, ``--hf``)."""
+    if not _OPTION.match(arg):
+        return False
+    if is_secret_name(arg.lstrip("-")):
+        return True
+    return arg.startswith("--") and len(arg) > 2 and any(o.startswith(arg) for o in SECRET_OPTIONS)
 
 
 def redact_url(url: str | None) -> str | None:

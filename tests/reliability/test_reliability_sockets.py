@@ -1,0 +1,151 @@
+"""Every socket has a deadline for progress, both ways, and load beyond what the server can
+hold is shed with a logged 503, not silence: the embedded server (in process, loopback) and
+the agent client. Each test asserts states (aborted, closed, refused, logged), never a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.support.ws_scripted_server import WsScript, start_ws_scripted_server
+from thetalker.client import BenchOptions, run_benchmark
+from thetalker.client import websocket as client_ws
+from thetalker.data.prompts import Prompt
+from thetalker.data.records import read_records
+from thetalker.server.app import make_app
+from thetalker.server.engine import FakeEngine
+from thetalker.server.guard import ServerLimits
+
+CONFIG = {"type": "session.config", "voice": "joe", "response_format": "pcm", "stream_audio": True}
+# About 7 MB of audio from the fake engine: more than loopback's socket buffers hold.
+LONG_TEXT = " ".join(f"Sentence number {i} is here." for i in range(150))
+
+
+async def serve(aiohttp_client: Any, tmp_path: Path, **limits: Any) -> Any:
+    engine = FakeEngine(workers=2, chars_s=0.05, first_delay_s=0.0, sentence_delay_s=0.0)
+    app = make_app(engine, voices_dir=tmp_path / "voices", limits=ServerLimits(**limits))
+    return await aiohttp_client(app)
+
+
+async def wait_no_connections(client: Any, what: str) -> None:
+    """Poll (bounded) until the server holds no connection: the stuck one was let go."""
+    for _ in range(300):
+        if not client.server.runner.server.connections:
+            return
+        await asyncio.sleep(0.1)
+    pytest.fail(f"the server still holds the connection of {what}")
+
+
+async def test_an_http_reader_that_stops_reading_is_aborted_and_logged(
+    aiohttp_client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = await serve(aiohttp_client, tmp_path, write_timeout_s=0.5)
+    caplog.set_level(logging.WARNING, "thetalker.server")
+    body = json.dumps(
+        {"input": LONG_TEXT, "voice": "joe", "response_format": "pcm", "stream": True}
+    )
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
+    sock.connect(("127.0.0.1", client.port))
+    try:
+        request = (
+            f"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n{body}"
+        )
+        sock.sendall(request.encode())
+        for _ in range(300):  # accepted and being served
+            if client.server.runner.server.connections:
+                break
+            await asyncio.sleep(0.05)
+        await wait_no_connections(client, "a client that stopped reading")  # never reads
+        assert "connection aborted" in caplog.text
+    finally:
+        sock.close()
+
+
+async def test_a_websocket_client_that_stops_reading_is_aborted_and_logged(
+    aiohttp_client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = await serve(aiohttp_client, tmp_path, write_timeout_s=0.5)
+    caplog.set_level(logging.WARNING, "thetalker.server")
+    ws = await client.ws_connect("/v1/audio/speech/stream", max_msg_size=0)
+    await ws.send_json(CONFIG)
+    await ws.send_json({"type": "input.text", "text": LONG_TEXT})
+    await ws.send_json({"type": "input.done"})
+    try:
+        await wait_no_connections(client, "a WebSocket client that stopped reading")
+        assert "WebSocket client stopped reading" in caplog.text
+    finally:
+        ws._response.connection and ws._response.connection.transport.abort()  # noqa: SLF001
+
+
+async def test_a_trickle_of_text_cannot_keep_an_utterance_open_forever(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    client = await serve(aiohttp_client, tmp_path, utterance_timeout_s=1.0)
+    ws = await client.ws_connect("/v1/audio/speech/stream")
+    await ws.send_json(CONFIG)
+    messages: list[dict] = []
+
+    async def trickle() -> None:
+        for _ in range(100):  # one character at a time, never input.done
+            await ws.send_json({"type": "input.text", "text": "a"})
+            await asyncio.sleep(0.1)
+
+    sender = asyncio.create_task(trickle())
+    try:
+        async with asyncio.timeout(20):  # a bound on the test, not a figure it checks
+            async for msg in ws:
+                if msg.type == aiohttp.WSMsgType.TEXT:
+                    messages.append(msg.json())
+    finally:
+        sender.cancel()
+    assert ws.closed
+    assert any(
+        "Utterance timeout: no input.done within 1 s" in m.get("message", "") for m in messages
+    )
+
+
+async def test_connections_past_the_cap_get_a_logged_503_and_health_answers(
+    aiohttp_client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = await serve(aiohttp_client, tmp_path, max_connections=3)
+    caplog.set_level(logging.WARNING, "thetalker.server")
+    held = [await client.ws_connect("/v1/audio/speech/stream") for _ in range(3)]
+    for ws in held:
+        await ws.send_json(CONFIG)
+    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+        await client.ws_connect("/v1/audio/speech/stream")
+    assert refused.value.status == 503
+    resp = await client.get("/health")
+    assert resp.status == 200
+    assert "shedding load: 4 connections open, more than 3" in caplog.text
+    for ws in held:
+        await ws.close()
+
+
+def test_the_agent_client_refuses_a_frame_past_its_bound(tmp_path: Path, monkeypatch) -> None:
+    # The client bounds a frame (MAX_FRAME_BYTES) instead of buffering whatever comes.
+    monkeypatch.setattr(client_ws, "MAX_FRAME_BYTES", 1 << 20)
+    with start_ws_scripted_server(WsScript(frames=1, frame_bytes=2 << 20)) as server:
+        opts = BenchOptions(
+            base_url=server.base_url,
+            protocol="websocket",
+            speaker="ok",
+            sample_rate=24000,
+            requests=1,
+            warmup=0,
+            text_pace=200.0,
+            timeout_s=20.0,
+        )
+        run_benchmark(opts, [Prompt("s1", "One sentence.")], tmp_path)
+    (rec,) = read_records(tmp_path / "records.jsonl")
+    assert not rec["ok"] and rec["error"]["type"] == "closed_early"
