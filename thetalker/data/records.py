@@ -39,7 +39,9 @@ __all__ = [
     "read_json",
 ]
 
-SCHEMA_VERSION = "thetalker.data.records/1"
+# /2: read-level fields (read_arrival_s, read_bytes), connect_s, request_sent_s,
+# ttfa_from_sent_s; ttfa_s is the first read with audio. /1 records still load.
+SCHEMA_VERSION = "thetalker.data.records/2"
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,9 @@ class Record:
     schedule_lag_s: float | None = None  # open loop only
     t_connect_s: float | None
     connection_reused: bool = False
+    connect_s: float | None = None  # from t_submit_s until a connection was held
+    request_sent_s: float | None = None  # from t_submit_s until the body's first byte went
+    ttfa_from_sent_s: float | None = None  # ttfa_s - request_sent_s
     ttfa_s: float | None
     leading_silence_s: float
     ttfa_audible_s: float | None
@@ -89,6 +94,9 @@ class Record:
     wall_s: float
     chunk_arrival_s: list[float]
     chunk_bytes: list[int]
+    # Every read that carried audio (HTTP audio streams; None where a message is the unit).
+    read_arrival_s: list[float] | None = None
+    read_bytes: list[int] | None = None
     audio_s: float
     sample_rate: int
     max_underrun_s: float
