@@ -17,7 +17,8 @@ added with `add_script` (e.g. input "cut hello"), else the server's default scri
         ... srv.base_url ... srv.requests[0].send_times
 
 Run alone (benchmarks): `python -m tests.support.scripted_server --port 0 --chunks 0:4800,0.1:4800`
-prints `PORT <n>`; `GET /_log` returns the send log as JSON, `DELETE /_log` clears it.
+prints `PORT <n>`; `GET /_log` returns the send log as JSON, `DELETE /_log` clears it, `GET /_stats`
+gives the speech requests being handled and the most at once (`active`, `max_active`).
 """
 
 from __future__ import annotations
@@ -357,6 +358,9 @@ class ScriptedServer:
     async def get_log(self, request: web.Request) -> web.Response:
         return web.json_response([r.as_dict() for r in self.requests])
 
+    async def stats(self, request: web.Request) -> web.Response:
+        return web.json_response({"active": self.active, "max_active": self.max_active})
+
     async def clear_log(self, request: web.Request) -> web.Response:
         self.requests.clear()
         return web.json_response({"cleared": True})
@@ -412,6 +416,7 @@ def make_app(server: ScriptedServer) -> web.Application:
     app.router.add_get("/v1/models", server.models)
     app.router.add_get("/_log", server.get_log)
     app.router.add_delete("/_log", server.clear_log)
+    app.router.add_get("/_stats", server.stats)
     return app
 
 
