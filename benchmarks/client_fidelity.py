@@ -301,23 +301,30 @@ def main(argv: list[str] | None = None) -> int:
     proc, base_url = _start_server()
     results: dict[int, dict[str, dict]] = {}
     rounds: dict[int, list[dict[str, dict]]] = {}
+    failed: list[str] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for n in args.levels:
-                rounds[n] = [
-                    measure_level(
-                        base_url,
-                        n,
-                        args.loop,
-                        Path(tmp),
-                        args.min_streams,
-                        args.workers,
-                        args.waves,
-                        r,
-                    )
-                    for r in range(args.repeats)
-                ]
-                results[n] = rounds[n][0]
+                done = []
+                for r in range(args.repeats):
+                    try:
+                        done.append(
+                            measure_level(
+                                base_url,
+                                n,
+                                args.loop,
+                                Path(tmp),
+                                args.min_streams,
+                                args.workers,
+                                args.waves,
+                                r,
+                            )
+                        )
+                    except (aiohttp.ClientError, OSError) as exc:  # a round lost, not the run
+                        failed.append(f"{n} streams, round {r + 1}: {type(exc).__name__}: {exc}")
+                        print(f"warning: {failed[-1]}", file=sys.stderr)
+                if done:
+                    rounds[n], results[n] = done, done[0]
                 print(f"{n} streams done", file=sys.stderr)
     finally:
         proc.terminate()
@@ -327,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         table = _repeats_table(summaries, args.loop, args.waves)
     else:
         table = _table(results, args.loop)
+    if failed:
+        table += "\n\nRounds lost: " + "; ".join(failed) + "."
     print(table)
     if args.json:
         data = results if args.repeats == 1 else rounds

@@ -6,11 +6,14 @@ Arithmetic: 24 kHz mono s16le is 48000 B/s, so 4800 B = 100 ms; a frame is 2 byt
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from thetalker import metrics
 from thetalker.client.decode import drop_front
@@ -131,3 +134,17 @@ def test_a_new_record_recomputes_from_its_reads():
     }
     figs = metrics.record_metrics(rec, _tone(0.2))
     assert figs["ttfa_s"] == 0.0 and figs["stall_s"] == pytest.approx(0.2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 9000), min_size=1, max_size=12))
+def test_playable_frames_are_the_reads_bytes_less_a_last_half_frame(sizes):
+    arrivals = [0.01 * i for i in range(len(sizes))]
+    played_at, played = metrics.playable_timeline(arrivals, sizes)
+    assert sum(played) == sum(sizes) - sum(sizes) % 2  # every byte but a last half frame
+    assert all(n > 0 and n % 2 == 0 for n in played)
+    assert set(played_at) <= set(arrivals) and played_at == sorted(played_at)
+    # a frame never plays before its last byte came
+    for t, done in zip(played_at, itertools.accumulate(played), strict=True):
+        came = sum(n for a, n in zip(arrivals, sizes, strict=True) if a <= t)
+        assert came >= done
