@@ -219,7 +219,9 @@ def _summarise(rounds: list[dict[str, dict]]) -> dict[str, dict]:
     return out
 
 
-def _repeats_table(summaries: dict[int, dict[str, dict]], loop: str, waves: int) -> str:
+def _repeats_table(
+    summaries: dict[int, dict[str, dict]], loop: str, waves: int, min_streams: int
+) -> str:
     lines = [
         "| streams | in all | loop | who | rounds | p50 ms | p99 ms median [range] | "
         "max ms median | CPU ms/stream | p99 / bare p99, per round: median [range] |",
@@ -230,7 +232,8 @@ def _repeats_table(summaries: dict[int, dict[str, dict]], loop: str, waves: int)
             lo, hi = s["p99_ms_range"]
             rlo, rhi = s["ratio_range"]
             lines.append(
-                f"| {n} | {n * waves} | {loop} | {who} | {s['rounds']} | {s['p50_ms']:.2f} | "
+                f"| {n} | {max(n * waves, min_streams)} | {loop} | {who} | {s['rounds']} | "
+                f"{s['p50_ms']:.2f} | "
                 f"{s['p99_ms']:.2f} [{lo:.2f}-{hi:.2f}] | {s['max_ms']:.2f} | "
                 f"{s['cpu_ms_per_stream']:.2f} | {s['ratio']:.2f}x [{rlo:.2f}-{rhi:.2f}] |"
             )
@@ -331,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         proc.wait(10)
     if args.repeats > 1:
         summaries = {n: _summarise(r) for n, r in rounds.items()}
-        table = _repeats_table(summaries, args.loop, args.waves)
+        table = _repeats_table(summaries, args.loop, args.waves, args.min_streams)
     else:
         table = _table(results, args.loop)
     if failed:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from thetalker import metrics
 from thetalker.api.speech import error_message
 from thetalker.client.context import RunContext, figures_of, identity_fields, saved_audio
@@ -83,6 +81,6 @@ def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
         read_arrival_s=reads,
         read_bytes=read_sizes,
         sample_rate=rate,
-        **dataclasses.asdict(figures),
+        **figures.fields(),
         audio_path=audio_path,
     )

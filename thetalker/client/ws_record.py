@@ -10,7 +10,6 @@ given), never `audio.start`'s `sample_rate`, which 0.30.0 states as 24000 for ev
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -151,7 +150,7 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
         chunk_arrival_s=arrivals,
         chunk_bytes=sizes,
         sample_rate=rate,
-        **dataclasses.asdict(figures),
+        **figures.fields(),
         audio_path=audio_path,
         protocol="websocket",
         # A server that streams the text into one request has one unit: the utterance.

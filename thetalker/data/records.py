@@ -63,6 +63,11 @@ class RequestFigures:
     def from_metrics(cls, figures: Mapping[str, Any]) -> RequestFigures:
         return cls(**{name: figures[name] for name in _FIGURE_NAMES})
 
+    def fields(self) -> dict[str, Any]:
+        """The figures by name (scalars: no deep copy, unlike `dataclasses.asdict`, which was
+        a fifth of building a record in the writer beside the receive loop)."""
+        return {name: getattr(self, name) for name in _FIGURE_NAMES}
+
 
 _FIGURE_NAMES = tuple(f.name for f in dataclasses.fields(RequestFigures))
 
