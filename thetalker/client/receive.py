@@ -1,10 +1,11 @@
 """The receive loop: send one request, stamp every piece of its body.
 
-Moved unedited from the old `thetalker/client.py`: everything done between two chunk reads
-delays the next timestamp, and `benchmarks/client_fidelity.py` measures this exact code. Per
-piece it stamps `time.perf_counter()` once and appends to three lists; all decoding happens
-later (`thetalker.client.decode`, `thetalker.client.record`). `_Exchange` (what one request
-observed) and `_receive` are this package's seam to it.
+Everything done between two chunk reads delays the next timestamp, and
+`benchmarks/client_fidelity.py` measures this exact code. Per piece (a read: the records keep
+each one, `read_arrival_s`) it stamps `time.perf_counter()` once and appends to three lists;
+all decoding happens later (`thetalker.client.decode`, `thetalker.client.record`). The
+request's own stamps (connection held, body sent) come from aiohttp's trace, off this loop.
+`_Exchange` (what one request observed) and `_receive` are this package's seam to it.
 """
 
 from __future__ import annotations
