@@ -10,9 +10,17 @@ CPU seconds per stream (its own process plus the helper processes it started and
 the record writer, workers). With `--workers K` the client is also run with K worker
 processes (a third row per level).
 
+A shared machine makes one run a single draw of noise: `--repeats R` receives each level R
+times, bare and client interleaved (the order alternating from round to round), and reports
+the median and the range of each figure over the rounds, and of the per-round ratio.
+`--waves W` sends W times as many streams as are in flight, so a closed loop sends
+replacement requests while the first wave's last chunks arrive.
+
     python benchmarks/client_fidelity.py                 # 1, 64, 256 streams
     python benchmarks/client_fidelity.py --levels 1 64 256 1024 --workers 2 --write-readme
     python benchmarks/client_fidelity.py --loop asyncio  # the default event loop
+    python benchmarks/client_fidelity.py --levels 1 64 256 1024 --waves 2 --repeats 5 \\
+        --write-readme --note "shared, other processes busy"
 """
 
 from __future__ import annotations
@@ -133,9 +141,9 @@ def _stats(err_ms: np.ndarray, cpu_s: float, n: int) -> dict[str, float]:
 
 
 def _measure_client(
-    base_url: str, n: int, total: int, loop: str, out: Path, workers: int
+    base_url: str, n: int, total: int, loop: str, out: Path, workers: int, tag: str = ""
 ) -> dict[str, float]:
-    prompts = [Prompt(f"c{i}", f"client-{n}-{workers}-{i}") for i in range(total)]
+    prompts = [Prompt(f"c{i}", f"client-{n}-{workers}-{tag}-{i}") for i in range(total)]
     opts = BenchOptions(
         base_url=base_url, concurrency=n, requests=total, warmup=0, sample_rate=24000,
         speaker=None, language=None, timeout_s=120.0, workers=workers,
@@ -153,25 +161,83 @@ def _measure_client(
     return _stats(_errors_ms(client, _server_log(base_url)), client_cpu, total)
 
 
-def measure_level(
-    base_url: str, n: int, loop: str, workdir: Path, min_streams: int, workers: int = 0
-) -> dict[str, dict]:
-    """n streams in flight; at least `min_streams` in all (a single stream is one sample).
-    `workers` > 1: also the client spread over that many processes."""
-    total = max(n, min_streams)
-    texts = [f"bare-{n}-{i}" for i in range(total)]
+def _measure_bare(base_url: str, n: int, total: int, loop: str, tag: str) -> dict[str, float]:
+    texts = [f"bare-{n}-{tag}-{i}" for i in range(total)]
     cpu0 = _cpu_s()
     bare = _run(loop, _bare_loop(base_url, texts, n))
     bare_cpu = _cpu_s() - cpu0
-    bare_err = _errors_ms(bare, _server_log(base_url))
-    result = {
-        "bare": _stats(bare_err, bare_cpu, total),
-        "client": _measure_client(base_url, n, total, loop, workdir / f"c{n}", 1),
-    }
+    return _stats(_errors_ms(bare, _server_log(base_url)), bare_cpu, total)
+
+
+def measure_level(
+    base_url: str,
+    n: int,
+    loop: str,
+    workdir: Path,
+    min_streams: int,
+    workers: int = 0,
+    waves: int = 1,
+    round_index: int = 0,
+) -> dict[str, dict]:
+    """n streams in flight, `waves` x n in all and at least `min_streams` (a single stream
+    is one sample). `workers` > 1: also the client spread over that many processes. Odd
+    rounds run the client first, so drift in the machine's load falls on both alike."""
+    total = max(n * waves, min_streams)
+    tag = f"r{round_index}"
+    out = workdir / f"c{n}{tag}"
+    runs: list[tuple[str, Callable[[], dict[str, float]]]] = [
+        ("bare", lambda: _measure_bare(base_url, n, total, loop, tag)),
+        ("client", lambda: _measure_client(base_url, n, total, loop, out, 1, tag)),
+    ]
+    if round_index % 2:
+        runs.reverse()
+    measured = {who: measure() for who, measure in runs}
+    result = {"bare": measured["bare"], "client": measured["client"]}
     if workers > 1 and n >= workers:
-        out = workdir / f"c{n}w{workers}"
-        result[f"client {workers}w"] = _measure_client(base_url, n, total, loop, out, workers)
+        out_w = workdir / f"c{n}w{workers}{tag}"
+        result[f"client {workers}w"] = _measure_client(
+            base_url, n, total, loop, out_w, workers, tag
+        )
     return result
+
+
+def _summarise(rounds: list[dict[str, dict]]) -> dict[str, dict]:
+    """Per who: the median and range of each figure over the rounds, and of the per-round
+    ratio of its p99 to the bare loop's."""
+    out: dict[str, dict] = {}
+    for who in rounds[0]:
+        figures: dict[str, Any] = {}
+        for key in rounds[0][who]:
+            values = [r[who][key] for r in rounds]
+            figures[key] = float(np.median(values))
+            figures[f"{key}_range"] = (float(min(values)), float(max(values)))
+        ratios = [r[who]["p99_ms"] / r["bare"]["p99_ms"] for r in rounds if r["bare"]["p99_ms"]]
+        figures["ratio"] = float(np.median(ratios)) if ratios else float("nan")
+        figures["ratio_range"] = (min(ratios), max(ratios)) if ratios else (np.nan, np.nan)
+        figures["rounds"] = len(rounds)
+        out[who] = figures
+    return out
+
+
+def _repeats_table(
+    summaries: dict[int, dict[str, dict]], loop: str, waves: int, min_streams: int
+) -> str:
+    lines = [
+        "| streams | in all | loop | who | rounds | p50 ms | p99 ms median [range] | "
+        "max ms median | CPU ms/stream | p99 / bare p99, per round: median [range] |",
+        "|---:|---:|---|---|---:|---:|---|---:|---:|---|",
+    ]
+    for n, res in summaries.items():
+        for who, s in res.items():
+            lo, hi = s["p99_ms_range"]
+            rlo, rhi = s["ratio_range"]
+            lines.append(
+                f"| {n} | {max(n * waves, min_streams)} | {loop} | {who} | {s['rounds']} | "
+                f"{s['p50_ms']:.2f} | "
+                f"{s['p99_ms']:.2f} [{lo:.2f}-{hi:.2f}] | {s['max_ms']:.2f} | "
+                f"{s['cpu_ms_per_stream']:.2f} | {s['ratio']:.2f}x [{rlo:.2f}-{rhi:.2f}] |"
+            )
+    return "\n".join(lines)
 
 
 def _table(results: dict[int, dict[str, dict]], loop: str) -> str:
@@ -202,12 +268,13 @@ def _start_server() -> tuple[subprocess.Popen[str], str]:
     return proc, f"http://127.0.0.1:{match.group(1)}"
 
 
-def _write_readme(table: str, loop: str, levels: list[int], load: str) -> None:
+def _write_readme(table: str, loop: str, levels: list[int], load: str, note: str) -> None:
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     section = (
-        f"{BEGIN}\nLast run: {dt.date.today().isoformat()}, {machine}, event loop {loop}, "
-        f"levels {', '.join(map(str, levels))}; server and client on the same cores, "
-        f"shared with other work (load average {load}).\n\n{table}\n{END}"
+        f"{BEGIN}\nLast run: {when}, {machine}, event loop {loop}, "
+        f"levels {', '.join(map(str, levels))}; server and client on the same cores; "
+        f"machine: {note} (load average {load}).\n\n{table}\n{END}"
     )
     text = README.read_text(encoding="utf-8") if README.exists() else ""
     if BEGIN in text and END in text:
@@ -225,29 +292,60 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
     parser.add_argument("--min-streams", type=int, default=8, help="streams per level, at least")
     parser.add_argument("--workers", type=int, default=0, help="also the client with K workers")
+    parser.add_argument("--waves", type=int, default=1, help="streams in all = waves x level")
+    parser.add_argument("--repeats", type=int, default=1, help="interleaved rounds per level")
+    parser.add_argument(
+        "--note", default="shared with other work", help="the machine's state, for the README"
+    )
     parser.add_argument("--write-readme", action="store_true", help="keep the table in README")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
     proc, base_url = _start_server()
     results: dict[int, dict[str, dict]] = {}
+    rounds: dict[int, list[dict[str, dict]]] = {}
+    failed: list[str] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for n in args.levels:
-                results[n] = measure_level(
-                    base_url, n, args.loop, Path(tmp), args.min_streams, args.workers
-                )
+                done = []
+                for r in range(args.repeats):
+                    try:
+                        done.append(
+                            measure_level(
+                                base_url,
+                                n,
+                                args.loop,
+                                Path(tmp),
+                                args.min_streams,
+                                args.workers,
+                                args.waves,
+                                r,
+                            )
+                        )
+                    except (aiohttp.ClientError, OSError) as exc:  # a round lost, not the run
+                        failed.append(f"{n} streams, round {r + 1}: {type(exc).__name__}: {exc}")
+                        print(f"warning: {failed[-1]}", file=sys.stderr)
+                if done:
+                    rounds[n], results[n] = done, done[0]
                 print(f"{n} streams done", file=sys.stderr)
     finally:
         proc.terminate()
         proc.wait(10)
-    table = _table(results, args.loop)
+    if args.repeats > 1:
+        summaries = {n: _summarise(r) for n, r in rounds.items()}
+        table = _repeats_table(summaries, args.loop, args.waves, args.min_streams)
+    else:
+        table = _table(results, args.loop)
+    if failed:
+        table += "\n\nRounds lost: " + "; ".join(failed) + "."
     print(table)
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
+        data = results if args.repeats == 1 else rounds
+        Path(args.json).write_text(json.dumps(data, indent=2), encoding="utf-8")
     if args.write_readme:
         load = f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
-        _write_readme(table, args.loop, args.levels, load)
+        _write_readme(table, args.loop, args.levels, load, args.note)
     return 0
 
 

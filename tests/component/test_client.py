@@ -89,7 +89,7 @@ def test_figures_of_a_stalled_stream(scripted_server: ScriptedServer, tmp_path: 
     assert rec["stall_s"] == pytest.approx(0.4, abs=TOL_S)
     # the record's figures are exactly metrics' figures of its own timeline
     pcm = pcm_for(Script(chunks=((0.0, 4800), (0.5, 4800))), 24000)
-    again = metrics.request_metrics(rec["chunk_arrival_s"], rec["chunk_bytes"], pcm, 24000)
+    again = metrics.record_metrics(rec, pcm)  # from its reads (issue 22: read level)
     assert {k: rec[k] for k in again} == again
 
 

@@ -17,7 +17,8 @@ added with `add_script` (e.g. input "cut hello"), else the server's default scri
         ... srv.base_url ... srv.requests[0].send_times
 
 Run alone (benchmarks): `python -m tests.support.scripted_server --port 0 --chunks 0:4800,0.1:4800`
-prints `PORT <n>`; `GET /_log` returns the send log as JSON, `DELETE /_log` clears it.
+prints `PORT <n>`; `GET /_log` returns the send log as JSON, `DELETE /_log` clears it, `GET /_stats`
+gives the speech requests being handled and the most at once (`active`, `max_active`).
 """
 
 from __future__ import annotations
@@ -72,6 +73,10 @@ class Script:
     leading_silence_s: audio seconds of zeros before a tone at `tone_hz` (the payload is
         one continuous signal cut into the chunks).
     sample_rate: the rate written into WAV headers; None = the server's rate.
+    parts: sizes of the first writes of every chunk (the rest of the chunk is the last
+        write): the chunk stays one HTTP chunk but goes out in several socket writes,
+        `part_gap_s` apart, as a large chunk reaches a client over a real network. Each
+        write's send time is logged (`RequestLog.part_times`). Empty: one write per chunk.
     """
 
     chunks: tuple[tuple[float, int], ...] = ((0.0, 4800),)
@@ -83,6 +88,8 @@ class Script:
     tone_hz: float = 440.0
     sample_rate: int | None = None
     response_delay_s: float = 0.0  # before the response headers
+    parts: tuple[int, ...] = ()
+    part_gap_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -102,6 +109,7 @@ class RequestLog:
     t_received: float
     send_times: list[float] = field(default_factory=list)  # after each chunk's write
     sizes: list[int] = field(default_factory=list)  # audio bytes (decoded, for SSE)
+    part_times: list[list[float]] = field(default_factory=list)  # per chunk, after each write
     finished: bool = False
 
     def as_dict(self) -> dict[str, Any]:
@@ -111,6 +119,7 @@ class RequestLog:
             "t_received": self.t_received,
             "send_times": self.send_times,
             "sizes": self.sizes,
+            "part_times": self.part_times,
             "finished": self.finished,
         }
 
@@ -159,6 +168,10 @@ class ScriptedServer:
         self.script_for = script_for
         self.requests: list[RequestLog] = []
         self.voices: dict[str, dict[str, Any]] = {}
+        # Speech requests being handled now, and the most at once: what the client had on
+        # the wire, as the server saw it.
+        self.active = 0
+        self.max_active = 0
         self.base_url = ""
         self.port = 0
 
@@ -181,6 +194,14 @@ class ScriptedServer:
     # -- handlers -------------------------------------------------------------------
 
     async def speech(self, request: web.Request) -> web.StreamResponse:
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        try:
+            return await self._speech(request)
+        finally:
+            self.active -= 1
+
+    async def _speech(self, request: web.Request) -> web.StreamResponse:
         t_received = time.perf_counter()
         try:
             body = await request.json()
@@ -253,7 +274,9 @@ class ScriptedServer:
             wait = due - time.perf_counter()
             if wait > 0:
                 await asyncio.sleep(wait)
-            if nbytes > 0:
+            if nbytes > 0 and script.parts:
+                await _write_in_parts(request, pcm[pos : pos + nbytes], script, log)
+            elif nbytes > 0:
                 await resp.write(pcm[pos : pos + nbytes])
                 log.send_times.append(time.perf_counter())
                 log.sizes.append(nbytes)
@@ -335,9 +358,40 @@ class ScriptedServer:
     async def get_log(self, request: web.Request) -> web.Response:
         return web.json_response([r.as_dict() for r in self.requests])
 
+    async def stats(self, request: web.Request) -> web.Response:
+        return web.json_response({"active": self.active, "max_active": self.max_active})
+
     async def clear_log(self, request: web.Request) -> web.Response:
         self.requests.clear()
         return web.json_response({"cleared": True})
+
+
+async def _write_in_parts(
+    request: web.Request, data: bytes, script: Script, log: RequestLog
+) -> None:
+    """One HTTP chunk of `data` written to the socket in `script.parts` pieces (then the
+    rest), `part_gap_s` apart. The response's headers went out at `prepare` and nothing of
+    it is buffered, so the chunk's framing is written here by hand."""
+    transport = request.transport
+    assert transport is not None
+    cuts, pos = [], 0
+    for size in script.parts:
+        if pos + size >= len(data):
+            break
+        cuts.append(data[pos : pos + size])
+        pos += size
+    cuts.append(data[pos:])
+    times: list[float] = []
+    for i, part in enumerate(cuts):
+        if i:
+            await asyncio.sleep(script.part_gap_s)
+        head = f"{len(data):x}\r\n".encode() if i == 0 else b""
+        tail = b"\r\n" if i == len(cuts) - 1 else b""
+        transport.write(head + part + tail)
+        times.append(time.perf_counter())
+    log.part_times.append(times)
+    log.send_times.append(times[-1])
+    log.sizes.append(len(data))
 
 
 def _nodelay(request: web.Request) -> None:
@@ -362,6 +416,7 @@ def make_app(server: ScriptedServer) -> web.Application:
     app.router.add_get("/v1/models", server.models)
     app.router.add_get("/_log", server.get_log)
     app.router.add_delete("/_log", server.clear_log)
+    app.router.add_get("/_stats", server.stats)
     return app
 
 

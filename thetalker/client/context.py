@@ -85,12 +85,27 @@ def identity_fields(ex: Any) -> dict[str, Any]:
 
 
 def figures_of(
-    arrivals: list[float], sizes: list[int], pcm: bytes, rate: int, threshold_s: float, ok: bool
+    arrivals: list[float],
+    sizes: list[int],
+    pcm: bytes,
+    rate: int,
+    threshold_s: float,
+    ok: bool,
+    read_arrival_s: list[float] | None = None,
+    read_bytes: list[int] | None = None,
 ) -> RequestFigures:
-    """The per-request figures of a timeline (thetalker.metrics); a failed request is never
-    continuous, since a player could not have played it."""
+    """The per-request figures of a timeline (thetalker.metrics), from the reads when there
+    are any; a failed request is never continuous, since a player could not have played it."""
     figures = RequestFigures.from_metrics(
-        metrics.request_metrics(arrivals, sizes, pcm, rate, threshold_s)
+        metrics.request_metrics(
+            arrivals,
+            sizes,
+            pcm,
+            rate,
+            threshold_s,
+            read_arrival_s=read_arrival_s,
+            read_bytes=read_bytes,
+        )
     )
     return figures if ok else dataclasses.replace(figures, continuity_ok=False)
 

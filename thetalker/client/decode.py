@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from thetalker.data.wavio import WavError, parse_wav_header
 
-__all__ = ["server_chunks", "sse_chunks", "strip_wav_header"]
+__all__ = ["server_chunks", "sse_chunks", "strip_wav_header", "drop_front"]
 
 
 def server_chunks(
@@ -95,7 +95,14 @@ def strip_wav_header(
     if info.sample_rate != sample_rate:
         why = f"WAV header says {info.sample_rate} Hz, the run uses {sample_rate} Hz"
         failure = ("content_type", why)
-    skip = info.data_offset
+    arrivals, sizes = drop_front(arrivals, sizes, info.data_offset)
+    return arrivals, sizes, pcm[info.data_offset :], failure
+
+
+def drop_front(
+    arrivals: Sequence[float], sizes: Sequence[int], skip: int
+) -> tuple[list[float], list[int]]:
+    """A timeline without its first `skip` bytes (a WAV header): entries left empty go."""
     arrivals, sizes = list(arrivals), list(sizes)
     while skip and sizes:
         take = min(skip, sizes[0])
@@ -103,4 +110,4 @@ def strip_wav_header(
         skip -= take
         if sizes[0] == 0:
             del sizes[0], arrivals[0]
-    return arrivals, sizes, pcm[info.data_offset :], failure
+    return arrivals, sizes

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
+from thetalker import metrics
 from thetalker.api.speech import error_message
 from thetalker.client.context import RunContext, figures_of, identity_fields, saved_audio
-from thetalker.client.decode import server_chunks, sse_chunks, strip_wav_header
+from thetalker.client.decode import drop_front, server_chunks, sse_chunks, strip_wav_header
 from thetalker.client.receive import _ERROR_BODY_LIMIT, _Exchange, _is_stream_type
 from thetalker.data.records import Record, error_info
 
@@ -18,6 +17,10 @@ def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
     opts, rate = ctx.opts, ctx.sample_rate
     failure = ex.failure
     status = ex.status
+    # Reads: every piece of audio as it arrived. An SSE event's audio can only be decoded
+    # once its last byte came, so an SSE stream has its events and no reads.
+    read_times: list[float] | None = None
+    read_sizes: list[int] | None = None
     if opts.stream_format == "sse":
         abs_arrivals, chunks, sse_failure = sse_chunks(ex.times, ex.pieces)
         sizes = [len(c) for c in chunks]
@@ -26,10 +29,14 @@ def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
             failure = sse_failure
     else:
         abs_arrivals, sizes = server_chunks(ex.times, ex.pieces, ex.ends)
+        read_times, read_sizes = list(ex.times), [len(p) for p in ex.pieces]
         pcm = b"".join(ex.pieces)
     if opts.response_format == "wav" and pcm:
+        whole = len(pcm)
         abs_arrivals, sizes, pcm, wav_failure = strip_wav_header(sizes, abs_arrivals, pcm, rate)
         failure = failure or wav_failure
+        if read_times is not None and read_sizes is not None:
+            read_times, read_sizes = drop_front(read_times, read_sizes, whole - len(pcm))
     if failure is None:
         limit = _ERROR_BODY_LIMIT  # what the receive loop reads of a non-audio body
         if status is not None and status >= 400:
@@ -44,14 +51,17 @@ def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
             failure = ("odd_bytes", f"{len(pcm)} audio bytes: a half sample at the end")
     t_send = ex.t_send if ex.t_send is not None else ctx.t_origin
     arrivals = [t - t_send for t in abs_arrivals]
+    reads = None if read_times is None else [t - t_send for t in read_times]
     ok = failure is None
     usable = pcm[: len(pcm) - len(pcm) % 2]
-    figures = figures_of(arrivals, sizes, usable, rate, opts.threshold_s, ok)
+    figures = figures_of(arrivals, sizes, usable, rate, opts.threshold_s, ok, reads, read_sizes)
     trace = ex.trace
     if "connect_end" in trace and "connect_start" in trace:
         t_connect: float | None = trace["connect_end"] - trace["connect_start"]
     else:
         t_connect = 0.0 if trace.get("reused") else None
+    connect_s = trace["conn"] - t_send if "conn" in trace else None
+    sent_s = trace["sent"] - t_send if "sent" in trace else None
     audio_path = saved_audio(ctx, ex, ok, pcm, rate)
     return Record(
         **identity_fields(ex),
@@ -62,10 +72,15 @@ def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
         schedule_lag_s=(t_send - ex.scheduled) if ex.scheduled is not None else None,
         t_connect_s=t_connect,
         connection_reused=bool(trace.get("reused")),
+        connect_s=connect_s,
+        request_sent_s=sent_s,
+        ttfa_from_sent_s=metrics.first_byte_from_sent_s(figures.ttfa_s, sent_s),
         wall_s=(ex.t_end or t_send) - t_send,
         chunk_arrival_s=arrivals,
         chunk_bytes=sizes,
+        read_arrival_s=reads,
+        read_bytes=read_sizes,
         sample_rate=rate,
-        **dataclasses.asdict(figures),
+        **figures.fields(),
         audio_path=audio_path,
     )

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -94,9 +94,11 @@ async def run_nari_session(
     offsets: Sequence[float],
     timeout_s: float,
     ex: WsExchange,
+    on_open: Callable[[], None] | None = None,
 ) -> None:
     """One utterance: `request.start`, the text at its pace, every frame until
-    `response.done`; never raises except CancelledError."""
+    `response.done`; never raises except CancelledError. `on_open` is called when the
+    handshake is done (the sender counts the session in flight from there)."""
     ex.t_send = time.perf_counter()
     start_text = json.dumps(start)
     sender: asyncio.Task[None] | None = None
@@ -111,6 +113,8 @@ async def run_nari_session(
             ) as ws:
                 ex.t_open = time.perf_counter()
                 ex.status = 101
+                if on_open is not None:
+                    on_open()
                 await ws.send_str(start_text)
                 sender = asyncio.create_task(_send_text(ws, pieces, offsets, ex, _append, _end))
                 await _receive_frames(ws, ex)

@@ -1,10 +1,11 @@
 """The receive loop: send one request, stamp every piece of its body.
 
-Moved unedited from the old `thetalker/client.py`: everything done between two chunk reads
-delays the next timestamp, and `benchmarks/client_fidelity.py` measures this exact code. Per
-piece it stamps `time.perf_counter()` once and appends to three lists; all decoding happens
-later (`thetalker.client.decode`, `thetalker.client.record`). `_Exchange` (what one request
-observed) and `_receive` are this package's seam to it.
+Everything done between two chunk reads delays the next timestamp, and
+`benchmarks/client_fidelity.py` measures this exact code. Per piece (a read: the records keep
+each one, `read_arrival_s`) it stamps `time.perf_counter()` once and appends to three lists;
+all decoding happens later (`thetalker.client.decode`, `thetalker.client.record`). The
+request's own stamps (connection held, body sent) come from aiohttp's trace, off this loop.
+`_Exchange` (what one request observed) and `_receive` are this package's seam to it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ class _Exchange:
     ends: list[bool] = field(default_factory=list)  # piece ends a server chunk
     error_body: bytes = b""
     failure: tuple[str, str] | None = None  # (error type, message) seen on the receive path
-    trace: dict[str, Any] = field(default_factory=dict)
+    trace: dict[str, Any] = field(default_factory=dict)  # stamps of `_connect_trace`
+    on_wire: bool = False  # counted in flight by its sender (thetalker.client.sender)
 
 
 def _is_stream_type(content_type: str | None, sse: bool) -> bool:
@@ -95,7 +97,11 @@ def _describe(exc: BaseException) -> str:
 
 
 def _connect_trace() -> aiohttp.TraceConfig:
-    """Stamp connection setup per request, so connect time is recorded apart from TTFA."""
+    """Stamp connection setup and the request going out, per request, off the read loop:
+    `connect_start`/`connect_end` around opening a new connection, `reused` for a kept-alive
+    one, `conn` when the request holds a connection (after any wait for the pool), `sent`
+    when its body's first byte is written. At `sent` the request is on the wire: the
+    context's `on_wire` callable (the sender's in-flight count), when given, is called once."""
 
     async def start(_s: Any, ctx: Any, _p: Any) -> None:
         if ctx.trace_request_ctx is not None:
@@ -103,14 +109,26 @@ def _connect_trace() -> aiohttp.TraceConfig:
 
     async def end(_s: Any, ctx: Any, _p: Any) -> None:
         if ctx.trace_request_ctx is not None:
-            ctx.trace_request_ctx["connect_end"] = time.perf_counter()
+            ctx.trace_request_ctx["connect_end"] = ctx.trace_request_ctx["conn"] = (
+                time.perf_counter()
+            )
 
     async def reuse(_s: Any, ctx: Any, _p: Any) -> None:
         if ctx.trace_request_ctx is not None:
             ctx.trace_request_ctx["reused"] = True
+            ctx.trace_request_ctx["conn"] = time.perf_counter()
+
+    async def sent(_s: Any, ctx: Any, _p: Any) -> None:
+        trace = ctx.trace_request_ctx
+        if trace is not None and "sent" not in trace:
+            trace["sent"] = time.perf_counter()
+            on_wire = trace.get("on_wire")
+            if on_wire is not None:
+                on_wire()
 
     trace = aiohttp.TraceConfig()
     trace.on_connection_create_start.append(start)
     trace.on_connection_create_end.append(end)
     trace.on_connection_reuseconn.append(reuse)
+    trace.on_request_chunk_sent.append(sent)
     return trace

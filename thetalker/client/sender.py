@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -39,7 +40,12 @@ def open_session(opts: BenchOptions, streams: int) -> aiohttp.ClientSession:
 class InFlight:
     """The streams in flight (and their peak) around each exchange a sender runs; every
     exchange reaches the sink, a cancelled one marked `cancelled`. Shared by the HTTP and the
-    WebSocket senders."""
+    WebSocket senders.
+
+    A request counts as in flight while it is on the wire: from its body's first byte
+    written (HTTP) or its handshake done (WebSocket) to the end of its exchange. A request
+    still waiting for the connection pool, or for a connection being opened, is not (issue
+    25: counted before the pool handed one out, a pool of 2 read as 8 in flight)."""
 
     _sink: RecordSink
     _on_done: Callable[[Any], None] | None
@@ -48,20 +54,33 @@ class InFlight:
         self.in_flight = 0
         self.max_in_flight = 0
 
-    async def _track(self, ex: Any, exchange: Awaitable[None], what: str) -> None:
+    def _on_wire(self, ex: Any) -> None:
+        """`ex` is on the wire now; called once per exchange from the send path."""
+        ex.on_wire = True
         self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        if self.in_flight > self.max_in_flight:
+            self.max_in_flight = self.in_flight
+
+    async def _track(self, ex: Any, exchange: Awaitable[None], what: str) -> None:
         try:
             await exchange
         except asyncio.CancelledError:
             ex.failure = ("cancelled", f"the run stopped before this {what} finished")
+            self._done(ex)
             self._sink.put(ex)
             raise
-        finally:
-            self.in_flight -= 1
+        self._done(ex)
         self._sink.put(ex)
         if self._on_done is not None:
             self._on_done(ex)
+
+    def _done(self, ex: Any) -> None:
+        trace = getattr(ex, "trace", None)
+        if trace is not None:  # the exchange crosses to the writer: no callable with it
+            trace.pop("on_wire", None)
+        if ex.on_wire:
+            self.in_flight -= 1
+            ex.on_wire = False
 
 
 class Sender(InFlight):
@@ -87,6 +106,7 @@ class Sender(InFlight):
     async def __call__(self, item: Item, scheduled: float | None) -> None:
         index, prompt, warmup = item
         ex = _Exchange(index, prompt, warmup, scheduled)
+        ex.trace["on_wire"] = partial(self._on_wire, ex)
         body = self._encoder.encode(prompt.text, index)
         receive = _receive(self._session, self._url, body, self._timeout_s, self._sse, ex)
         await self._track(ex, receive, "request")

@@ -124,6 +124,10 @@ class ProcessSink:
             daemon=True,
         )
         self._proc.start()
+        # The queue's feeder thread pickles each exchange in this process, holding the GIL
+        # as the writer thread would (see ThreadSink): the same short switch interval.
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_interval, _SWITCH_INTERVAL_S))
         self._ready = threading.Event()
         self._error: str | None = None  # the first failed write, as the process said it
         self._end: str | None = "the record writer process ended without a word"
@@ -165,6 +169,7 @@ class ProcessSink:
     def close(self) -> list[dict[str, Any]]:
         self._queue.put(None)
         self._watcher.join()
+        sys.setswitchinterval(self._switch_interval)
         error = self._error or self._end
         self._proc.join(10)
         if self._proc.is_alive():

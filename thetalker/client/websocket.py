@@ -23,6 +23,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -87,6 +88,7 @@ class WsExchange:
     session_done: bool = False
     close_code: int | None = None
     failure: tuple[str, str] | None = None  # (error type, message) seen on the receive path
+    on_wire: bool = False  # counted in flight by its sender (from the handshake's end)
 
 
 def session_config(opts: BenchOptions, ref_audio_uri: str | None = None) -> dict[str, Any]:
@@ -233,9 +235,10 @@ async def run_session(
     offsets: Sequence[float],
     timeout_s: float,
     ex: WsExchange,
+    on_open: Callable[[], None] | None = None,
 ) -> None:
     """One session: config, the text at its pace, every frame until `session.done`;
-    never raises except CancelledError."""
+    never raises except CancelledError. `on_open` is called when the handshake is done."""
     ex.t_send = time.perf_counter()
     config_text = json.dumps(config)
     sender: asyncio.Task[None] | None = None
@@ -249,6 +252,8 @@ async def run_session(
             ) as ws:
                 ex.t_open = time.perf_counter()
                 ex.status = 101
+                if on_open is not None:
+                    on_open()
                 await ws.send_str(config_text)
                 sender = asyncio.create_task(_send_text(ws, pieces, offsets, ex))
                 await _receive_frames(ws, ex)
@@ -281,6 +286,7 @@ SessionRunner = Callable[
         Sequence[float],
         float,
         WsExchange,
+        Callable[[], None] | None,  # on_open: called when the handshake is done
     ],
     Awaitable[None],
 ]
@@ -332,5 +338,8 @@ class WsSender(InFlight):
         config = self._config
         if self._per_request is not None:  # e.g. Nari's seed: no two requests alike
             config = {**config, **self._per_request(self._opts, index)}
-        session = self._run(self._session, self._url, config, pieces, offsets, self._timeout_s, ex)
+        on_open = partial(self._on_wire, ex)  # in flight from the handshake's end
+        session = self._run(
+            self._session, self._url, config, pieces, offsets, self._timeout_s, ex, on_open
+        )
         await self._track(ex, session, "session")

@@ -109,6 +109,16 @@ async def _worker_run(
         sink.close()
 
 
+def _on_wire_span(record: dict[str, Any]) -> tuple[float, float] | None:
+    """When a record's request was on the wire (run clock): from its body's first byte to its
+    end, as the senders count in flight; None when it never got on the wire."""
+    sent = record.get("request_sent_s")
+    if sent is None:
+        return None
+    start = float(record["t_submit_s"])
+    return start + float(sent), start + float(record["wall_s"])
+
+
 def max_overlap(intervals: Sequence[tuple[float, float]]) -> int:
     """Most intervals open at once (ends sort before starts at the same time)."""
     events = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
@@ -161,7 +171,8 @@ async def run_workers(
                 ready.add(wid)
             elif kind == "record":
                 sink.put(payload)
-                spans.append((payload["t_submit_s"], payload["t_submit_s"] + payload["wall_s"]))
+                if (span := _on_wire_span(payload)) is not None:
+                    spans.append(span)
                 tally.add(payload["ok"])
             elif kind == "error":
                 errors.append(f"worker {wid}: {payload}")

@@ -10,7 +10,6 @@ given), never `audio.start`'s `sample_rate`, which 0.30.0 states as 24000 for ev
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from typing import Any
@@ -173,6 +172,7 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
         rate,
     )
     audio_path = saved_audio(ctx, ex, ok, usable, rate)
+    opened = (ex.t_open - t_send) if ex.t_open is not None else None
     return Record(
         **identity_fields(ex),
         ok=ok,
@@ -182,11 +182,15 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
         schedule_lag_s=(t_send - ex.scheduled) if ex.scheduled is not None else None,
         t_connect_s=(ex.t_open - t_send) if ex.t_open is not None else None,
         connection_reused=False,
+        # The socket is the connection; session.config goes out as the handshake ends.
+        connect_s=opened,
+        request_sent_s=opened,
+        ttfa_from_sent_s=metrics.first_byte_from_sent_s(figures.ttfa_s, opened),
         wall_s=(ex.t_end or t_send) - t_send,
         chunk_arrival_s=arrivals,
         chunk_bytes=sizes,
         sample_rate=rate,
-        **dataclasses.asdict(figures),
+        **figures.fields(),
         audio_path=audio_path,
         protocol="websocket",
         # A server that streams the text into one request has one unit: the utterance.

@@ -45,7 +45,9 @@ __all__ = [
     "read_json",
 ]
 
-SCHEMA_VERSION = "thetalker.data.records/1"
+# /2: read-level fields (read_arrival_s, read_bytes), connect_s, request_sent_s,
+# ttfa_from_sent_s; ttfa_s is the first read with audio. /1 records still load.
+SCHEMA_VERSION = "thetalker.data.records/2"
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,11 @@ class RequestFigures:
     @classmethod
     def from_metrics(cls, figures: Mapping[str, Any]) -> RequestFigures:
         return cls(**{name: figures[name] for name in _FIGURE_NAMES})
+
+    def fields(self) -> dict[str, Any]:
+        """The figures by name (scalars: no deep copy, unlike `dataclasses.asdict`, which was
+        a fifth of building a record in the writer beside the receive loop)."""
+        return {name: getattr(self, name) for name in _FIGURE_NAMES}
 
 
 _FIGURE_NAMES = tuple(f.name for f in dataclasses.fields(RequestFigures))
@@ -88,6 +95,9 @@ class Record:
     schedule_lag_s: float | None = None  # open loop only
     t_connect_s: float | None
     connection_reused: bool = False
+    connect_s: float | None = None  # from t_submit_s until a connection was held
+    request_sent_s: float | None = None  # from t_submit_s until the body's first byte went
+    ttfa_from_sent_s: float | None = None  # ttfa_s - request_sent_s
     ttfa_s: float | None
     leading_silence_s: float
     ttfa_audible_s: float | None
@@ -95,6 +105,9 @@ class Record:
     wall_s: float
     chunk_arrival_s: list[float]
     chunk_bytes: list[int]
+    # Every read that carried audio (HTTP audio streams; None where a message is the unit).
+    read_arrival_s: list[float] | None = None
+    read_bytes: list[int] | None = None
     audio_s: float
     sample_rate: int
     max_underrun_s: float

@@ -16,11 +16,14 @@ from thetalker.metrics.stream import (
     compute_continuity_stats,
     compute_stalls,
     leading_silence_s,
+    playable_timeline,
     playback_time_s,
 )
 
 __all__ = [
     "request_metrics",
+    "record_metrics",
+    "first_byte_from_sent_s",
     "percentiles",
     "summarize_point",
     "usd_per_million_chars",
@@ -48,34 +51,46 @@ def request_metrics(
     threshold_s: float = CONTINUITY_THRESHOLD_S,
     sample_width_bytes: int = 2,
     channels: int = 1,
+    read_arrival_s: Sequence[float] | None = None,
+    read_bytes: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """The per-request figures written beside the raw timeline of a record.
 
-    Arrival times are seconds since the request was sent, so `ttfa_s` is the first
-    chunk's arrival. An empty timeline gives None for the times and 0 audio.
+    Arrival times are seconds since the request was sent. With the reads
+    (`read_arrival_s`, `read_bytes`: every read that carried audio), `ttfa_s` is the first
+    read and the player (continuity, stalls, audible onset) plays whole frames as the reads
+    bring them (`playable_timeline`); without them (records written before reads were kept,
+    SSE events, WebSocket frames) the server chunks are the timeline, each arriving with
+    its last read, as before. `audio_s` is the chunks' bytes either way. An empty timeline
+    gives None for the times and 0 audio.
     """
     bps = bytes_per_second(sample_rate, sample_width_bytes, channels)
     total = int(sum(int(b) for b in chunk_bytes))
     audio_s = total / bps if bps > 0 else 0.0
-    continuity = compute_continuity_stats(
-        chunk_arrival_s, chunk_bytes, sample_rate, sample_width_bytes, channels, threshold_s
-    )
-    stalls = compute_stalls(chunk_arrival_s, chunk_bytes, sample_rate, sample_width_bytes, channels)
     has_audio = _valid_timeline(chunk_arrival_s, chunk_bytes, bps) and total > 0
-    ttfa_s = float(chunk_arrival_s[0]) if has_audio else None
+    arrivals, sizes = chunk_arrival_s, chunk_bytes
+    first: float | None = float(chunk_arrival_s[0]) if has_audio else None
+    if read_arrival_s is not None and read_bytes is not None and has_audio:
+        arrivals, sizes = playable_timeline(
+            read_arrival_s, read_bytes, sample_width_bytes * channels
+        )
+        first = float(read_arrival_s[0]) if len(read_arrival_s) else None
+        has_audio = first is not None
+    continuity = compute_continuity_stats(
+        arrivals, sizes, sample_rate, sample_width_bytes, channels, threshold_s
+    )
+    stalls = compute_stalls(arrivals, sizes, sample_rate, sample_width_bytes, channels)
     silence_s = leading_silence_s(pcm, sample_rate) if has_audio else 0.0
     audible = (
-        playback_time_s(
-            chunk_arrival_s, chunk_bytes, silence_s, sample_rate, sample_width_bytes, channels
-        )
+        playback_time_s(arrivals, sizes, silence_s, sample_rate, sample_width_bytes, channels)
         if has_audio
         else None
     )
     return {
-        "ttfa_s": ttfa_s,
+        "ttfa_s": first,
         "leading_silence_s": silence_s,
         "ttfa_audible_s": audible,
-        "ttfa_audible_naive_s": (ttfa_s + silence_s) if ttfa_s is not None else None,
+        "ttfa_audible_naive_s": (first + silence_s) if first is not None else None,
         "audio_s": audio_s,
         "max_underrun_s": continuity.max_underrun_s,
         "underrun_events": continuity.underrun_event_count,
@@ -83,6 +98,33 @@ def request_metrics(
         "stalls": stalls.stalls,
         "stall_s": stalls.stall_s,
     }
+
+
+def record_metrics(
+    record: Mapping[str, Any],
+    pcm: bytes | np.ndarray,
+    threshold_s: float = CONTINUITY_THRESHOLD_S,
+) -> dict[str, Any]:
+    """A record's figures recomputed from its own timeline and its audio: the reads when the
+    record has them (`read_arrival_s`, `read_bytes`), else its server chunks (older records),
+    so an old record gives the figures it was written with."""
+    return request_metrics(
+        record["chunk_arrival_s"],
+        record["chunk_bytes"],
+        pcm,
+        int(record["sample_rate"]),
+        threshold_s,
+        read_arrival_s=record.get("read_arrival_s"),
+        read_bytes=record.get("read_bytes"),
+    )
+
+
+def first_byte_from_sent_s(ttfa_s: float | None, request_sent_s: float | None) -> float | None:
+    """First audio byte from the moment the request was on the wire (its body's first byte
+    written, after any connection setup): `ttfa_s - request_sent_s`; None without either."""
+    if ttfa_s is None or request_sent_s is None:
+        return None
+    return ttfa_s - request_sent_s
 
 
 # Deprecated: the old name (it read like report/figures.py, which draws plots). Kept because

@@ -28,6 +28,7 @@ __all__ = [
     "CONTINUITY_THRESHOLDS_S",
     "continuous_at",
     "perceived_first_audio_s",
+    "playable_timeline",
 ]
 
 # Upstream's default: a gap a listener barely notices (vllm-omni audio_continuity.py).
@@ -123,6 +124,31 @@ def _chunk_play_starts(
         play_end = start + int(b_i) / bps
         ends[i] = play_end
     return starts, ends
+
+
+def playable_timeline(
+    read_arrival_s: Sequence[float], read_bytes: Sequence[int], frame_bytes: int = 2
+) -> tuple[list[float], list[int]]:
+    """What a player can play as the reads arrive: each read's whole PCM frames.
+
+    A read that ends mid-frame leaves its odd bytes for the next read (they are played when
+    the frame is whole); a read that completes no frame is not a playable arrival (its bytes
+    wait). Bytes still left over after the last read are a half frame and are dropped. Input
+    of different lengths or `frame_bytes <= 0` gives an empty timeline.
+    """
+    if len(read_arrival_s) != len(read_bytes) or frame_bytes <= 0:
+        return [], []
+    arrivals: list[float] = []
+    sizes: list[int] = []
+    carry = 0
+    for t, n in zip(read_arrival_s, read_bytes, strict=True):
+        carry += int(n)
+        whole = carry - carry % frame_bytes
+        if whole:
+            arrivals.append(float(t))
+            sizes.append(whole)
+            carry -= whole
+    return arrivals, sizes
 
 
 def compute_stalls(
