@@ -18,8 +18,10 @@ def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
     opts, rate = ctx.opts, ctx.sample_rate
     failure = ex.failure
     status = ex.status
+    backend = ctx.backend
     if opts.stream_format == "sse":
-        abs_arrivals, chunks, sse_failure = sse_chunks(ex.times, ex.pieces)
+        events = backend.sse_error_events
+        abs_arrivals, chunks, sse_failure = sse_chunks(ex.times, ex.pieces, events)
         sizes = [len(c) for c in chunks]
         pcm = b"".join(chunks)
         if failure is None and status is not None and status < 400 and ex.pieces:
@@ -27,6 +29,9 @@ def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
     else:
         abs_arrivals, sizes = server_chunks(ex.times, ex.pieces, ex.ends)
         pcm = b"".join(ex.pieces)
+    if failure is None and ex.rate_header is not None and ex.rate_header != str(rate):
+        why = f"{backend.sample_rate_header}: {ex.rate_header} Hz, the run uses {rate} Hz"
+        failure = ("content_type", why)
     if opts.response_format == "wav" and pcm:
         abs_arrivals, sizes, pcm, wav_failure = strip_wav_header(sizes, abs_arrivals, pcm, rate)
         failure = failure or wav_failure
@@ -34,7 +39,7 @@ def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
         limit = _ERROR_BODY_LIMIT  # what the receive loop reads of a non-audio body
         if status is not None and status >= 400:
             message = error_message(ex.error_body, status, ex.content_type, limit)
-            failure = (ctx.backend.errors.failure_type(status, message), message)
+            failure = (backend.errors.failure_type(status, message), message)
         elif not _is_stream_type(ex.content_type, opts.stream_format == "sse"):
             shown = error_message(ex.error_body, status, ex.content_type, limit)
             failure = ("content_type", f"HTTP {status} {ex.content_type}: {shown}")

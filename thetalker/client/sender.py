@@ -13,6 +13,7 @@ from typing import Any
 
 import aiohttp
 
+from thetalker import backends
 from thetalker.api.auth import auth_headers
 from thetalker.api.speech import speech_url
 from thetalker.client.body import BodyEncoder
@@ -79,6 +80,7 @@ class Sender(InFlight):
         self._url = speech_url(opts.base_url)
         self._timeout_s = opts.timeout_s
         self._sse = opts.stream_format == "sse"
+        self._rate_header = backends.get(opts.server).sample_rate_header
         self._encoder = encoder
         self._sink = sink
         self._on_done = on_done
@@ -88,5 +90,7 @@ class Sender(InFlight):
         index, prompt, warmup = item
         ex = _Exchange(index, prompt, warmup, scheduled)
         body = self._encoder.encode(prompt.text, index)
-        receive = _receive(self._session, self._url, body, self._timeout_s, self._sse, ex)
+        receive = _receive(
+            self._session, self._url, body, self._timeout_s, self._sse, ex, self._rate_header
+        )
         await self._track(ex, receive, "request")

@@ -173,7 +173,8 @@ ERROR_TYPES = (
     "content_type",  # 200 with a non-audio body (e.g. JSON)
     "odd_bytes",  # a half sample left at the end of the stream
     "timeout",  # the per-request timeout expired
-    "sse_error",  # an SSE `speech.audio.error` event
+    "sse_error",  # an SSE error event (`speech.audio.error`; sglang-omni's `error`)
+    "overloaded",  # refused before audio because the server is full (sglang-omni's 503)
     "empty",  # 200 with no audio at all
     "cancelled",  # the run stopped (Ctrl-C, server died) before this request finished
     # The agent mode (WebSocket):
