@@ -105,6 +105,7 @@ class SglangServer:
     proc: subprocess.Popen
     log_path: Path
     argv: list[str]
+    voices_dir: Path
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -135,6 +136,7 @@ def start_server(
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / "server.log"
     model_path = Path(argv[argv.index("--model-path") + 1])
+    voices = Path(env.get("SPEAKER_SAMPLES_DIR") or workdir / "voices")
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
@@ -148,7 +150,7 @@ def start_server(
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline and proc.poll() is None:
         if health(url) == 200:
-            return SglangServer(model_path, url, port, proc, log_path, argv)
+            return SglangServer(model_path, url, port, proc, log_path, argv, voices)
         time.sleep(0.3)
     stop_server(proc)
     tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])

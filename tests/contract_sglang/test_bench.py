@@ -190,3 +190,38 @@ def test_a_full_queue_is_overloaded_not_a_synthesis_failure(small_queue, tmp_pat
     assert refused[0]["http_status"] == 503 and refused[0]["chunk_bytes"] == []
     assert refused[0]["error"]["message"] == "The request queue is full."
     assert all(r["chunk_bytes"] == expected_bytes() for r in records if r["ok"])
+
+
+@pytest.fixture(scope="module")
+def ref_clip(tmp_path_factory) -> Path:
+    import numpy as np
+
+    from thetalker.data.wavio import write_wav
+
+    path = tmp_path_factory.mktemp("clip") / "ref.wav"
+    t = np.arange(int(16000 * 2.0)) / 16000
+    pcm = (0.3 * np.sin(2 * np.pi * 180 * t) * 32767).astype("<i2").tobytes()
+    write_wav(path, pcm, 16000)
+    return path
+
+
+@pytest.fixture(scope="module")
+def qwen_base(server_factory):
+    return server_factory(model_id="Qwen/Qwen3-TTS-12Hz-1.7B-Base")
+
+
+def test_base_with_an_inline_clip_then_a_registered_voice(qwen_base, ref_clip, tmp_path):
+    clone = ("--task-type", "Base", "--ref-audio", str(ref_clip), "--ref-text", "A tone.")
+    records, summary, err = bench(
+        qwen_base, tmp_path / "inline", TEXTS, *clone, "--requests", "2", "--warmup", "0"
+    )
+    assert summary["n_ok"] == 2, err
+    assert all(r["chunk_bytes"] == expected_bytes() for r in records)
+    records, summary, err = bench(
+        qwen_base, tmp_path / "register", TEXTS, *clone, "--register-voice", "narrator",
+        "--requests", "2", "--warmup", "0",
+    )  # fmt: skip
+    assert summary["n_ok"] == 2, err
+    # sglang-omni keeps the upload in its voice store, the folder the launcher gave it.
+    store = qwen_base.voices_dir
+    assert any("narrator" in p.name.lower() for p in store.rglob("*")), list(store.rglob("*"))
