@@ -74,6 +74,9 @@ def test_the_launcher_starts_waits_for_health_and_stops_the_group(sglang_python,
         assert missing.value.code == 404
         # The serving-environment probe asked the server's own interpreter.
         assert server.serving_env["python"] == str(sglang_python)
+        packages = server.serving_env["packages"]
+        assert packages["sglang-omni"] == "0.1.9" and packages["sglang"] == "0.5.22"
+        assert packages["vllm-omni"] is None
         pgid, url = server.pgid, server.base_url
     assert not group_alive(pgid), "the server's process group outlived the launch"
     assert health(url) is None

@@ -121,6 +121,9 @@ class Launch:
     mps: bool = False
     # Named engine profiles (Nari: ttfa, balanced, throughput); non-empty: one is required.
     profiles: tuple[str, ...] = ()
+    # Distributions the serving-environment probe also reports (the server's own version),
+    # beside thetalker.lifecycle.serving_env.SERVING_PACKAGES.
+    packages: tuple[str, ...] = ()
     # What the startup log states about the engine, kept as provenance (log text -> facts).
     startup_facts: Callable[[str], dict[str, Any]] | None = None
 

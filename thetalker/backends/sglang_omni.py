@@ -83,7 +83,14 @@ AGENT = dataclasses.replace(vllm_omni.AGENT, split_granularities=("sentence", "c
 BACKEND = Backend(
     name="sglang-omni",
     summary="SGLang-Omni 0.1.9 (`sgl-omni serve --model-path <id>`), sglang-omni.md",
-    launch=Launch(command=command, env=env, voices_dir=True, check_gpu=True, probe_python="server"),
+    launch=Launch(
+        command=command,
+        env=env,
+        voices_dir=True,
+        check_gpu=True,
+        probe_python="server",
+        packages=("sglang-omni", "sglang"),  # provenance: which server version was measured
+    ),
     body=DIALECT,
     ready_path="/health",
     stream_formats=("audio", "sse"),
