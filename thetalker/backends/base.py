@@ -115,6 +115,9 @@ class Launch:
     voices_dir: bool = False
     check_gpu: bool = False
     probe_python: str | None = None
+    # It computes on the node's GPU, so a job serving it holds a GPU slot
+    # (thetalker.lifecycle.gpu_slots) and the plan counts its GPU-hours.
+    gpu: bool = False
     # The repository's deploy file of the model can be given to it (`use_deploy_file`).
     deploy_files: bool = False
     # An NVIDIA MPS daemon may be started for it (a model's `mps`); False: never.

@@ -134,6 +134,7 @@ BACKEND = Backend(
     launch=Launch(
         command=command,
         check_gpu=True,
+        gpu=True,
         probe_python="server",
         profiles=PROFILES,
         startup_facts=startup_facts,

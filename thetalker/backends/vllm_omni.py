@@ -103,6 +103,7 @@ BACKEND = Backend(
         env=env,
         voices_dir=True,
         check_gpu=True,
+        gpu=True,
         probe_python="server",
         deploy_files=True,
         mps=True,

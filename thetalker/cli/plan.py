@@ -24,13 +24,15 @@ def _jobs(config: dict) -> tuple[list, list[str]]:
     from thetalker.pipeline import config_checks as wfc
 
     systems, models = list(config["systems"]), list(config["models"])
-    jobs = [wfc.bench_job(config, s, m) for s in systems for m in models]
+    # Each system on the models it runs (`systems.S.models`), as the workflow plans them.
+    jobs = [wfc.bench_job(config, s, m) for s in systems for m in wfc.system_models(config, s)]
     kinds = ["runs"] * len(jobs)
     if config["quality"]["enabled"]:
         agents = set(wfc.agent_systems(config))
+        runs = set(wfc.quality_runs(config, [s for s in systems if s not in agents]))
         for m in models:
             qcfg = wfc.quality_run_config(config, m)
-            quality = [wfc.bench_job(qcfg, s, m) for s in systems if s not in agents]
+            quality = [wfc.bench_job(qcfg, s, m) for s in systems if (m, s) in runs]
             jobs += quality
             kinds += ["quality"] * len(quality)
     return jobs, kinds

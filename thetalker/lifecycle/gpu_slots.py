@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from thetalker import backends
 from thetalker.lifecycle.gpu import Gpu, visible_gpus
 
 __all__ = [
@@ -41,8 +42,9 @@ __all__ = [
     "held_slots",
 ]
 
-# Launchers whose server computes on the node's GPU (the embedded server runs on the CPU).
-GPU_LAUNCHERS = ("vllm-omni",)
+# Launchers whose server computes on the node's GPU (`Launch.gpu` in thetalker.backends:
+# vllm-omni, nari; the embedded server runs on the CPU, an external server is not ours).
+GPU_LAUNCHERS = tuple(n for n in backends.names() if backends.get(n).launch.gpu)
 SLOTS_DIR_ENV = "THETALKER_GPU_SLOTS_DIR"
 WAIT_ENV = "THETALKER_GPU_WAIT_S"
 # While a slot is held, the pool as the user gave it (CUDA_VISIBLE_DEVICES before the slot
