@@ -114,5 +114,6 @@ def test_launch_command_and_environment():
     env = SGLANG.launch.env(spec, Path("/run/voices"))
     assert env == {"SGLANG_OMNI_STRICT_PORT": "1", "SPEAKER_SAMPLES_DIR": "/run/voices"}
     assert SGLANG.ready_path == "/health" and SGLANG.metrics_path is None
+    assert SGLANG.launch.gpu and SGLANG.launch.check_gpu and not SGLANG.launch.mps
     assert SGLANG.sample_rate == backends.SAMPLE_RATE_HEADER
     assert SGLANG.sample_rate_header == "X-Sample-Rate"

@@ -88,6 +88,7 @@ BACKEND = Backend(
         env=env,
         voices_dir=True,
         check_gpu=True,
+        gpu=True,  # its jobs hold a GPU slot; the plan counts their GPU-hours
         probe_python="server",
         packages=("sglang-omni", "sglang"),  # provenance: which server version was measured
     ),
