@@ -75,7 +75,8 @@ def test_published_dry_run_lists_one_serving_job_per_system_and_model(workflow):
     result = smk(workflow, "-n", "--configfile", "config/published.yaml")
     assert result.returncode == 0, result.stderr
     published = yaml.safe_load((workflow / "config" / "published.yaml").read_text())
-    # Each system on its `models` (the Nari systems: Qwen3-TTS 1.7B CustomVoice alone).
+    # Each system on its `models` (the Nari systems: Qwen3-TTS 1.7B CustomVoice alone;
+    # sglang-omni: both Qwen3-TTS CustomVoice checkpoints).
     expected = {
         (s, m)
         for s, spec in published["systems"].items()
@@ -83,7 +84,8 @@ def test_published_dry_run_lists_one_serving_job_per_system_and_model(workflow):
     }
     every = [s for s, spec in published["systems"].items() if not spec.get("models")]
     assert len(published["models"]) == 5
-    assert len(expected) == 5 * len(every) + len(published["systems"]) - len(every)
+    listed = [spec["models"] for spec in published["systems"].values() if spec.get("models")]
+    assert len(expected) == 5 * len(every) + sum(len(models) for models in listed)
     assert bench_jobs(result.stdout) == expected
     assert [r for r, _, _ in planned_jobs(result.stdout)].count("bench") == len(expected)
     assert {"points", "tables", "figures", "capacity", "all"} <= rules_of(result.stdout)

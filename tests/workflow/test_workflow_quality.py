@@ -182,14 +182,12 @@ def test_published_dry_run_lists_quality_jobs_for_every_system_and_model(tmp_pat
     workdir = copy_workflow(tmp_path / "wf")
     result = run_smk(workdir, "-n", "--configfile", "config/published.yaml")
     assert result.returncode == 0, result.stderr[-3000:]
+    # Every HTTP system on each of its models whose -Base checkpoint it can serve: the agent
+    # mode has no quality run, Nari serves no Base, sglang-omni runs the two Qwen3-TTS models.
     expected = {
-        (s, m)
-        for s, spec in PUBLISHED["systems"].items()
-        if spec.get("protocol", "http") != "websocket"  # the agent mode has no quality run
-        and spec["launcher"] != "nari"  # Nari serves no -Base checkpoint: no quality run
-        for m in PUBLISHED["models"]
-    }
-    assert len(expected) == 10
+        (s, m) for s in ("vllm-omni", "thestage-vllm-omni") for m in PUBLISHED["models"]
+    } | {("sglang-omni", "qwen3tts17b"), ("sglang-omni", "qwen3tts06b")}
+    assert len(expected) == 12
     for rule in ("synthesize_quality", "transcribe", "score_wer"):
         assert quality_jobs(result.stdout, rule) == expected, rule
     compares = [w for r, w, _ in planned_jobs(result.stdout) if r == "compare_wer"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 
 from thetalker.backends.base import (
+    SAMPLE_RATE_HEADER,
     SAMPLE_RATE_WAV_PROBE,
     AgentProtocol,
     Backend,
@@ -26,6 +27,7 @@ __all__ = [
     "BodyDialect",
     "Errors",
     "Launch",
+    "SAMPLE_RATE_HEADER",
     "SAMPLE_RATE_WAV_PROBE",
     "UnknownBackendError",
     "DEFAULT",
@@ -41,6 +43,7 @@ _MODULES = {
     "nari": "thetalker.backends.nari",
     "external": "thetalker.backends.external",
     "command": "thetalker.backends.command",
+    "sglang-omni": "thetalker.backends.sglang_omni",
 }
 
 

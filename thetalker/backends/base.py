@@ -25,11 +25,15 @@ __all__ = [
     "BodyDialect",
     "Errors",
     "Launch",
+    "SAMPLE_RATE_HEADER",
     "SAMPLE_RATE_WAV_PROBE",
 ]
 
 # The sample rate is read from the header of one non-streamed `wav` request before the warmup.
 SAMPLE_RATE_WAV_PROBE = "wav_probe"
+# The sample rate is read from a streamed response's header (`Backend.sample_rate_header`):
+# one streamed request before the warmup, and every record's own response checked against it.
+SAMPLE_RATE_HEADER = "header"
 
 Body = dict[str, Any]
 
@@ -73,6 +77,8 @@ class AgentProtocol:
     greetings: tuple[str, ...] = ()
     # Fields of the start message that differ per request, (opts, request index); None: none.
     per_request: Callable[[Any, int], Body] | None = None
+    # The `split_granularity` values the server accepts (sglang-omni refuses "none").
+    split_granularities: tuple[str, ...] = ("none", "sentence", "clause")
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,9 @@ class Launch:
     mps: bool = False
     # Named engine profiles (Nari: ttfa, balanced, throughput); non-empty: one is required.
     profiles: tuple[str, ...] = ()
+    # Distributions the serving-environment probe also reports (the server's own version),
+    # beside thetalker.lifecycle.serving_env.SERVING_PACKAGES.
+    packages: tuple[str, ...] = ()
     # What the startup log states about the engine, kept as provenance (log text -> facts).
     startup_facts: Callable[[str], dict[str, Any]] | None = None
 
@@ -134,7 +143,13 @@ class Backend:
     ready_path: str | None = "/health"
     stream_formats: tuple[str, ...] = ("audio",)  # `stream_format` values it can stream
     agent: AgentProtocol | None = None  # None: no agent-mode socket
-    sample_rate: str | int = SAMPLE_RATE_WAV_PROBE  # or a fixed rate in Hz
+    sample_rate: str | int = SAMPLE_RATE_WAV_PROBE  # SAMPLE_RATE_HEADER, or a fixed rate in Hz
+    # The streamed response's header stating its rate (sglang-omni: X-Sample-Rate), or None.
+    sample_rate_header: str | None = None
+    # `response_format` values it streams (sglang-omni refuses streaming WAV).
+    response_formats: tuple[str, ...] = ("pcm", "wav")
+    # SSE event types that carry the server's error (vllm-omni: speech.audio.error).
+    sse_error_events: tuple[str, ...] = ("speech.audio.error",)
     errors: Errors = field(default_factory=Errors)
     metrics_path: str | None = None  # a Prometheus /metrics, or None
     voice_upload: bool = False  # POST /v1/audio/voices (register_voice)

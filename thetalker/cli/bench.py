@@ -120,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     audio = p.add_argument_group("audio")
     audio.add_argument(
         "--sample-rate", type=_sample_rate, default=None, metavar="N|auto",
-        help="PCM rate; auto (default) reads it from one non-streamed wav request",
+        help="PCM rate; auto (default) asks the server once (a non-streamed wav request, or the "
+        "rate header of a streamed one where the server states it: sglang-omni)",
     )  # fmt: skip
     audio.add_argument("--expected-sample-rate", type=int, help="mismatch is an error (exit 2)")
     audio.add_argument(

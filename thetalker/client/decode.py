@@ -37,10 +37,14 @@ _SSE_EVENT_END = re.compile(rb"\r?\n\r?\n")
 
 
 def sse_chunks(
-    times: Sequence[float], pieces: Sequence[bytes]
+    times: Sequence[float],
+    pieces: Sequence[bytes],
+    error_events: Sequence[str] = ("speech.audio.error",),
 ) -> tuple[list[float], list[bytes], tuple[str, str] | None]:
     """Audio of each `speech.audio.delta` event and when its last byte arrived; a failure
-    for an error event, a bad event, or a stream that ended without `speech.audio.done`."""
+    for an error event (`error_events`: the server's types, vllm-omni's
+    `speech.audio.error`, sglang-omni's `error`), a bad event, or a stream that ended
+    without `speech.audio.done`."""
     buf = b"".join(pieces)
     piece_ends: list[int] = []
     total = 0
@@ -74,12 +78,12 @@ def sse_chunks(
                 audio.append(chunk)
         elif kind == "speech.audio.done":
             return arrivals, audio, None
-        elif kind == "speech.audio.error":
+        elif kind in error_events:
             err = payload.get("error")
             if isinstance(err, dict) and isinstance(err.get("error"), dict):
                 err = err["error"]
             message = err.get("message") if isinstance(err, dict) else err
-            return arrivals, audio, ("sse_error", str(message or "speech.audio.error event"))
+            return arrivals, audio, ("sse_error", str(message or f"{kind} event"))
     return arrivals, audio, ("truncated", "SSE stream ended without speech.audio.done")
 
 

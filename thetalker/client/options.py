@@ -176,6 +176,14 @@ def validate_options(opts: BenchOptions) -> None:
     if opts.stream_format not in backend.stream_formats:
         allowed = ", ".join(backend.stream_formats)
         bad("stream_format", f"{opts.stream_format!r}: server {opts.server} streams {allowed}")
+    if opts.response_format not in backend.response_formats:
+        allowed = ", ".join(backend.response_formats)
+        bad("response_format", f"{opts.response_format!r}: server {opts.server} streams {allowed}")
+    granularities = backend.agent.split_granularities if backend.agent else ()
+    if opts.protocol == "websocket" and opts.split_granularity not in granularities:
+        allowed = ", ".join(granularities)
+        why = f"{opts.split_granularity!r}: server {opts.server} splits by {allowed}"
+        bad("split_granularity", why)
     if opts.protocol == "websocket" and backend.agent is None:
         bad("protocol", f"server {opts.server} has no agent-mode socket")
     if backend.task_types is not None and opts.task_type not in backend.task_types:

@@ -1,4 +1,6 @@
-"""The server's sample rate, from one non-streamed `wav` request before the warmup."""
+"""The server's sample rate, asked before the warmup: from the header of one non-streamed `wav`
+request, or (a server that states it, `Backend.sample_rate_header`) from that header of one
+streamed request, read to its end."""
 
 from __future__ import annotations
 
@@ -26,7 +28,12 @@ async def probe_sample_rate(
 ) -> int:
     """The server's rate from the header of one non-streamed `wav` response: the streamed
     `body` made a probe in the dialect of `server` (thetalker.backends)."""
-    probe = backends.get(server).body.probe(body)
+    backend = backends.get(server)
+    if backend.sample_rate == backends.SAMPLE_RATE_HEADER and backend.sample_rate_header:
+        return await _rate_from_header(
+            session, base_url, backend.body.probe(body), timeout_s, backend.sample_rate_header
+        )
+    probe = backend.body.probe(body)
     url = speech_url(base_url)
     shown = redact_url(url)  # what is printed: no password
     try:
@@ -48,3 +55,36 @@ async def probe_sample_rate(
         return parse_wav_header(data, source="sample-rate response").sample_rate
     except WavError as exc:
         raise SampleRateError(f"{exc}; give sample_rate explicitly") from None
+
+
+async def _rate_from_header(
+    session: aiohttp.ClientSession,
+    base_url: str,
+    body: dict[str, Any],
+    timeout_s: float,
+    header: str,
+) -> int:
+    """The rate the server states in `header` of one streamed response (read to its end, so
+    the request finishes rather than being aborted)."""
+    url = speech_url(base_url)
+    try:
+        async with (
+            asyncio.timeout(timeout_s),
+            session.post(url, json=body) as resp,
+        ):
+            if resp.status >= 400:
+                data = await resp.content.read(64 * 1024)
+                message = error_message(data, resp.status, resp.content_type)
+                raise ProbeError(f"sample-rate request to {url}: HTTP {resp.status}: {message}")
+            stated = resp.headers.get(header)
+            await resp.read()
+    except TimeoutError:
+        raise ProbeError(
+            f"sample-rate request to {url}: no answer within {timeout_s:g} s"
+        ) from None
+    except aiohttp.ClientError as exc:
+        raise ProbeError(f"sample-rate request to {url}: {_describe(exc)}") from None
+    if stated is None or not stated.strip().isdigit() or int(stated) <= 0:
+        why = f"the streamed response's {header} header is {stated!r}, not a rate in Hz"
+        raise SampleRateError(f"{why}; give sample_rate explicitly")
+    return int(stated)

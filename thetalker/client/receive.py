@@ -40,6 +40,7 @@ class _Exchange:
     ends: list[bool] = field(default_factory=list)  # piece ends a server chunk
     error_body: bytes = b""
     failure: tuple[str, str] | None = None  # (error type, message) seen on the receive path
+    rate_header: str | None = None  # the response's sample-rate header, where the server has one
     trace: dict[str, Any] = field(default_factory=dict)  # stamps of `_connect_trace`
     on_wire: bool = False  # counted in flight by its sender (thetalker.client.sender)
 
@@ -58,8 +59,11 @@ async def _receive(
     timeout_s: float,
     sse: bool,
     ex: _Exchange,
+    rate_header: str | None = None,
 ) -> None:
-    """Send one request and collect its body; never raises except CancelledError."""
+    """Send one request and collect its body; never raises except CancelledError.
+    `rate_header` names the response header stating the sample rate (sglang-omni's
+    `X-Sample-Rate`), kept in `ex.rate_header`."""
     times, pieces, ends = ex.times, ex.pieces, ex.ends
     ex.t_send = time.perf_counter()
     try:
@@ -69,6 +73,8 @@ async def _receive(
         ):
             ex.status = resp.status
             ex.content_type = resp.content_type
+            if rate_header is not None:
+                ex.rate_header = resp.headers.get(rate_header)
             if resp.status >= 400 or not _is_stream_type(resp.content_type, sse):
                 ex.error_body = await resp.content.read(_ERROR_BODY_LIMIT)
                 return

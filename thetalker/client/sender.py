@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 
+from thetalker import backends
 from thetalker.api.auth import auth_headers
 from thetalker.api.speech import speech_url
 from thetalker.client.body import BodyEncoder
@@ -98,6 +99,7 @@ class Sender(InFlight):
         self._url = speech_url(opts.base_url)
         self._timeout_s = opts.timeout_s
         self._sse = opts.stream_format == "sse"
+        self._rate_header = backends.get(opts.server).sample_rate_header
         self._encoder = encoder
         self._sink = sink
         self._on_done = on_done
@@ -108,5 +110,7 @@ class Sender(InFlight):
         ex = _Exchange(index, prompt, warmup, scheduled)
         ex.trace["on_wire"] = partial(self._on_wire, ex)
         body = self._encoder.encode(prompt.text, index)
-        receive = _receive(self._session, self._url, body, self._timeout_s, self._sse, ex)
+        receive = _receive(
+            self._session, self._url, body, self._timeout_s, self._sse, ex, self._rate_header
+        )
         await self._track(ex, receive, "request")

@@ -275,7 +275,7 @@ ERROR_TYPES = (
     "content_type",  # 200 with a non-audio body (e.g. JSON)
     "odd_bytes",  # a half sample left at the end of the stream
     "timeout",  # the per-request timeout expired
-    "sse_error",  # an SSE `speech.audio.error` event
+    "sse_error",  # an SSE error event (`speech.audio.error`; sglang-omni's `error`)
     "empty",  # 200 with no audio at all
     "cancelled",  # the run stopped (Ctrl-C, server died) before this request finished
     # The agent mode (WebSocket):
@@ -285,7 +285,7 @@ ERROR_TYPES = (
     # Refusals before audio, typed where the server kind says what they mean (thetalker.backends;
     # vllm-omni and the local server keep `http_status`):
     "rejected",  # the request itself was refused (Nari's 422: a field or value it forbids)
-    "overloaded",  # the server was too busy (Nari's 429 capacity, 503 PCM budget; a full queue)
+    "overloaded",  # too busy (Nari's 429 capacity, 503 PCM budget; sglang-omni's full queue)
     "not_ready",  # the server is not ready to serve (Nari's 503 "service is not ready")
     "session_incomplete",  # `session.done` came before all the text sent was spoken
 )

@@ -330,11 +330,12 @@ def _check_port(host: str, port: int) -> None:
 def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict | None:
     """What the server's interpreter has installed (plugins included); warns when a stock
     (THESTAGE_VLLM_OMNI=0) server would load the thestage library anyway."""
-    how = backend_of(spec).launch.probe_python
+    launch = backend_of(spec).launch
+    how = launch.probe_python
     if how is None:  # not a Python server this process can look into
         return None
     python = sys.executable if how == "self" else server_python(cmd, env)
-    facts = probe_serving_env(python, env)
+    facts = probe_serving_env(python, env, launch.packages)
     verdict = contamination(facts, None, None, spec.env)
     if verdict["stock_contaminated"]:
         names = ", ".join(str(p.get("name")) for p in verdict["thestage_plugins"]) or "?"

@@ -95,12 +95,16 @@ def server_python(command: Sequence[str], env: Mapping[str, str]) -> str | None:
     return words[0]
 
 
-def probe_serving_env(python: str | None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def probe_serving_env(
+    python: str | None, env: Mapping[str, str] | None = None, extra: Sequence[str] = ()
+) -> dict[str, Any]:
     """Run ``PROBE`` with ``python`` in ``env`` (the server's); never raises: a failure is an
-    ``error`` string in the result."""
+    ``error`` string in the result. ``extra``: distributions reported beside SERVING_PACKAGES
+    (a server kind's own, e.g. sglang-omni)."""
     if python is None:
         return {"error": "the server's interpreter is unknown"}
-    args = [python, "-c", PROBE, json.dumps([list(SERVING_PACKAGES), list(PLUGIN_GROUPS)])]
+    packages = list(SERVING_PACKAGES) + [p for p in extra if p not in SERVING_PACKAGES]
+    args = [python, "-c", PROBE, json.dumps([packages, list(PLUGIN_GROUPS)])]
     try:
         done = subprocess.run(
             args,

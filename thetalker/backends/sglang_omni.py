@@ -1,0 +1,106 @@
+"""SGLang-Omni 0.1.9 (`sgl-omni serve --model-path <id>`): the speech API, with its own turns
+(sglang-omni.md, checked against the wheel's real HTTP layer by tests/contract_sglang).
+
+- Started as `sgl-omni serve --model-path <id> --model-name <id> --host H --port P`, tuned
+  through `--config FILE` (its pipeline YAML; vllm-omni deploy files do not apply) and
+  dotted per-stage flags in the system's `extra_args` (e.g.
+  `--tts_engine.engine.max_running_requests 16`). `SGLANG_OMNI_STRICT_PORT=1` is always set:
+  without it a busy port makes the server bind another one and only log it.
+- Ready when `GET /health` answers 200: 503 `starting` until its built-in warm-up is done.
+- Body: vllm-omni's fields, the built-in speaker sent as `voice` (`speaker` is only its
+  alias); `stream: true` is what streams (`stream_format: "audio"` alone is one whole body).
+  Streaming needs `response_format: "pcm"`: streaming WAV is a 400, so it is refused here.
+- Streams: raw PCM and SSE, both with `X-Sample-Rate` (the rate is read from it, and each
+  record's own header is checked against it). A failure mid-stream cuts the raw body, and
+  ends SSE with `{"type": "error", "error": {...}}` (not `speech.audio.error`). A failure
+  before the first audio is a real status (the route waits for the first chunk before
+  sending headers): 400 bad input, 500 synthesis failed, 503 `The request queue is full.`
+  once running + queued requests reach the engine's ceiling, typed `overloaded`.
+- Agent mode: vllm-omni's socket protocol on the same path, but `split_granularity` must
+  be `sentence` or `clause` (`none` is refused) and the server closes after `session.done`.
+- No Prometheus `/metrics`. Voices: `/v1/audio/voices` (serve Base checkpoints only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from thetalker.backends import vllm_omni
+from thetalker.backends.base import (
+    SAMPLE_RATE_HEADER,
+    Backend,
+    Body,
+    BodyDialect,
+    Errors,
+    Launch,
+)
+
+__all__ = ["BACKEND", "PROGRAM", "QUEUE_FULL", "command", "env", "streamed_body"]
+
+PROGRAM = "sgl-omni"  # the console script of the sglang-omni wheel
+QUEUE_FULL = "The request queue is full."  # sglang_omni/admission.py QueueFullError.MESSAGE
+
+
+def streamed_body(opts: Any, text: str, ref_audio_uri: str | None = None) -> Body:
+    """One streamed request: `stream: true` (raw PCM, or SSE with `stream_format: "sse"`)."""
+    body: Body = {"input": text, **vllm_omni.voice_fields(opts, ref_audio_uri, "voice")}
+    body["stream"] = True
+    body["stream_format"] = opts.stream_format
+    body["response_format"] = opts.response_format
+    return body
+
+
+def probe_body(body: Body) -> Body:
+    """The rate comes from the `X-Sample-Rate` header of the streamed request itself."""
+    return dict(body)
+
+
+def command(spec: Any, port: int) -> list[str]:
+    # ServerSpec.executable's default names vllm-omni's program; any other value is a path
+    # to this one (a venv's sgl-omni, a wrapper).
+    default = next(f.default for f in dataclasses.fields(spec) if f.name == "executable")
+    program = PROGRAM if spec.executable == default else spec.executable
+    cmd = [program, "serve", "--model-path", spec.model_id, "--model-name", spec.model_id]
+    cmd += ["--host", spec.host, "--port", str(port)]
+    if spec.deploy_config is not None:
+        cmd += ["--config", str(spec.deploy_config)]
+    return cmd
+
+
+def env(_spec: Any, voices_dir: Path | None) -> dict[str, str]:
+    # A busy port must fail the start, not move the server elsewhere (launcher.py
+    # find_available_port); the voice store is a folder of the run's own.
+    out = {"SGLANG_OMNI_STRICT_PORT": "1"}
+    if voices_dir is not None:
+        out["SPEAKER_SAMPLES_DIR"] = str(voices_dir)
+    return out
+
+
+DIALECT = BodyDialect(name="sglang-omni", build=streamed_body, probe=probe_body)
+AGENT = dataclasses.replace(vllm_omni.AGENT, split_granularities=("sentence", "clause"))
+BACKEND = Backend(
+    name="sglang-omni",
+    summary="SGLang-Omni 0.1.9 (`sgl-omni serve --model-path <id>`), sglang-omni.md",
+    launch=Launch(
+        command=command,
+        env=env,
+        voices_dir=True,
+        check_gpu=True,
+        gpu=True,  # its jobs hold a GPU slot; the plan counts their GPU-hours
+        probe_python="server",
+        packages=("sglang-omni", "sglang"),  # provenance: which server version was measured
+    ),
+    body=DIALECT,
+    ready_path="/health",
+    stream_formats=("audio", "sse"),
+    agent=AGENT,
+    sample_rate=SAMPLE_RATE_HEADER,
+    sample_rate_header="X-Sample-Rate",
+    response_formats=("pcm",),
+    sse_error_events=("error",),
+    errors=Errors(by_message={503: ((QUEUE_FULL, "overloaded"),)}),
+    metrics_path=None,
+    voice_upload=True,
+)
