@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.support.http_chunks import read_server_chunks
 from thetalker.server.app import ENGINE_KEY, make_app, parse_speech_request
 from thetalker.server.engine import FakeEngine
 from thetalker.server.formats import (
@@ -44,19 +45,6 @@ async def client(aiohttp_client: Any, tmp_path: Path) -> Any:
     engine = FakeEngine(workers=1, chars_s=0.01)
     app = make_app(engine, voices_dir=tmp_path / "voices")
     return await aiohttp_client(app, server_kwargs={"handler_cancellation": True})
-
-
-async def read_server_chunks(resp: aiohttp.ClientResponse) -> list[bytes]:
-    """The body split where the server's HTTP chunks end (as the client must count them)."""
-    chunks, current = [], b""
-    async for data, end_of_chunk in resp.content.iter_chunks():
-        current += data
-        if end_of_chunk and current:
-            chunks.append(current)
-            current = b""
-    if current:
-        chunks.append(current)
-    return chunks
 
 
 async def post_speech(client: Any, **body: Any) -> aiohttp.ClientResponse:

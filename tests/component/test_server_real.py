@@ -21,7 +21,7 @@ import aiohttp
 import numpy as np
 import pytest
 
-from tests.component.test_server_app import read_server_chunks
+from tests.support.http_chunks import read_server_chunks
 from tests.support.server_fixtures import LocalServer, local_server, start_local_server
 from thetalker.server.formats import wav_bytes
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.test_examples import stop_group, wait_healthy
 from tests.support.paths import REPO
+from tests.support.processes import stop_group, wait_healthy
 from tests.support.scripted_server import Script, start_scripted_server
 from tests.support.server_fixtures import LocalServer, local_server  # noqa: F401 (the fixture)
 from thetalker.lifecycle.deploy import ALIASES, REGISTRY, names, resolve

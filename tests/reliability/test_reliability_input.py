@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.reliability.test_reliability_workflow import copy_workflow, smk, tiny_config
+from tests.support.workflow_copy import copy_workflow, smk, tiny_config
 from thetalker.data import wavio
 
 BAD_PROMPTS = {

@@ -16,7 +16,15 @@ import yaml
 
 from tests.support.processes import processes_in
 from tests.support.workflow_copy import REPO as ROOT
-from tests.support.workflow_copy import STANDINS, copy_workflow, smk
+from tests.support.workflow_copy import (
+    STANDINS,
+    bench_jobs,
+    copy_workflow,
+    planned_jobs,
+    rules_of,
+    smk,
+    write_config,
+)
 from thetalker.data.records import read_records
 from thetalker.metrics import summarize_point
 
@@ -31,34 +39,6 @@ def workflow(tmp_path: Path) -> Path:
     assert not leftovers, f"processes left running in the workflow copy: {leftovers}"
 
 
-def planned_jobs(output: str) -> list[tuple[str, dict[str, str], str]]:
-    """(rule, wildcards, reason) of each job a `-n` run lists."""
-    jobs = []
-    blocks = re.split(r"^(?:local)?rule (\w+):\n", output, flags=re.M)
-    for rule, body in zip(blocks[1::2], blocks[2::2], strict=True):
-        wildcards = {}
-        match = re.search(r"^\s+wildcards: (.*)$", body, re.M)
-        if match:
-            wildcards = dict(kv.split("=", 1) for kv in match.group(1).split(", "))
-        reason = re.search(r"^\s+reason: (.*)$", body, re.M)
-        jobs.append((rule, wildcards, reason.group(1) if reason else ""))
-    return jobs
-
-
-def bench_jobs(output: str) -> set[tuple[str, str]]:
-    return {(w["system"], w["model"]) for rule, w, _ in planned_jobs(output) if rule == "bench"}
-
-
-def rules_of(output: str) -> set[str]:
-    return {rule for rule, _, _ in planned_jobs(output)}
-
-
-def write_config(workflow: Path, name: str, config: dict) -> str:
-    path = workflow / "configs" / name
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return f"configs/{name}"
-
-
 def test_lint_is_clean(workflow):
     result = smk(workflow, "--lint")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -71,10 +51,9 @@ def test_snakefmt_is_clean():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_published_dry_run_lists_one_serving_job_per_system_and_model(workflow):
-    result = smk(workflow, "-n", "--configfile", "config/published.yaml")
-    assert result.returncode == 0, result.stderr
-    published = yaml.safe_load((workflow / "config" / "published.yaml").read_text())
+def test_published_dry_run_lists_one_serving_job_per_system_and_model(published_dry_run):
+    result = published_dry_run
+    published = yaml.safe_load((ROOT / "config" / "published.yaml").read_text())
     # Each system on its `models` (the Nari systems: Qwen3-TTS 1.7B CustomVoice alone).
     expected = {
         (s, m)
