@@ -22,7 +22,6 @@ from thetalker.server.app import ENGINE_KEY, make_app, parse_speech_request
 from thetalker.server.engine import FakeEngine
 from thetalker.server.formats import (
     AudioFormatError,
-    flac_available,
     wav_bytes,
     wav_duration_s,
     wav_header,
@@ -242,7 +241,6 @@ async def test_non_streamed_wav_and_pcm_agree(client: Any) -> None:
     assert wav_duration_s(wav) == pytest.approx(len(pcm) / (2 * RATE))
 
 
-@pytest.mark.skipif(not flac_available(), reason="soundfile not installed")
 async def test_flac_decodes_to_the_same_pcm(client: Any) -> None:
     import io
 

@@ -207,7 +207,7 @@ def test_disconnect_mid_stream_frees_the_worker(local_server: LocalServer) -> No
 def test_bench_client_against_it(
     local_server: LocalServer, tmp_path: Path, concurrency: int
 ) -> None:
-    client = pytest.importorskip("thetalker.client")
+    import thetalker.client as client
     from thetalker.data.prompts import Prompt
     from thetalker.data.records import read_records
 

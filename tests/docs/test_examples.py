@@ -386,9 +386,6 @@ def test_serve_sh_piper_joe_serves_locally_and_stops_on_sigterm(tmp_path: Path) 
     assert "thetalker-serve-local" in log and "piper-joe.yaml" in log
 
 
-@pytest.mark.skipif(
-    not (STANDINS / "vllm-omni").exists(), reason="tests/standins/vllm-omni not in the tree"
-)
 def test_serve_sh_moss_under_mps_with_the_vllm_omni_standin(tmp_path: Path) -> None:
     port = free_port()
     env = {
@@ -428,9 +425,6 @@ def test_serve_sh_moss_under_mps_with_the_vllm_omni_standin(tmp_path: Path) -> N
         stop_group(proc)
 
 
-@pytest.mark.skipif(
-    not (STANDINS / "vllm-omni").exists(), reason="tests/standins/vllm-omni not in the tree"
-)
 def test_serve_sh_stops_the_workers_of_a_server_that_died(tmp_path: Path) -> None:
     env = {
         **os.environ,

@@ -190,7 +190,6 @@ def _serve(command: str, cwd: Path, log: Path, **env: str) -> subprocess.Popen[b
         )
 
 
-@pytest.mark.skipif(not (STANDINS / "vllm-omni").exists(), reason="no vllm-omni stand-in")
 @pytest.mark.parametrize(
     ("model", "served"),
     [
@@ -224,7 +223,6 @@ def test_serve_sh_under_mps_with_the_vllm_omni_standin(
         stop_group(proc)
 
 
-@pytest.mark.skipif(not (STANDINS / "vllm-omni").exists(), reason="no vllm-omni stand-in")
 def test_vllm_omni_serve_with_the_deploy_file_it_names(workdir: Path) -> None:
     port = free_port()
     command = (

@@ -24,6 +24,8 @@ __all__ = [
     "stop_group",
     "wait_healthy",
     "port_open",
+    "run_in_group",
+    "stop_tree",
 ]
 
 _PROC = Path("/proc")
@@ -121,3 +123,49 @@ def port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def stop_tree(proc: subprocess.Popen, cwd: Path | None = None, grace_s: float = 20.0) -> None:
+    """Stop what `proc` started: SIGTERM to its process group (Snakemake hands it to its jobs,
+    and a bench job stops its server), then SIGKILL to the group and to every process still
+    running with its working directory inside `cwd` (servers lead groups of their own but
+    inherit the job's folder)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace_s)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    if cwd is not None:
+        kill_pids(processes_in(Path(cwd)))
+    with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
+        proc.communicate(timeout=10)  # reap it, close its pipes
+
+
+def run_in_group(
+    cmd: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    timeout: float,
+    grace_s: float = 20.0,
+) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(cmd, capture_output=True, text=True)` in a session of its own; when it
+    times out, or the test is stopped around it (pytest-timeout, Ctrl-C), the whole tree it
+    started is stopped (`stop_tree`), not only its first process."""
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        stop_tree(proc, cwd, grace_s)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

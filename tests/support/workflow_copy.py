@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from tests.support.paths import REPO
-from tests.support.processes import cmdline, processes_in
+from tests.support.processes import cmdline, processes_in, run_in_group
 
 __all__ = [
     "REPO",
@@ -138,15 +138,10 @@ def smk_env(standins: bool = True, **extra: str) -> dict[str, str]:
 def smk(
     workdir: Path, *args: str, timeout: float = 600, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
-    """`snakemake ARGS` in `workdir`, output captured; `env` defaults to `smk_env()`."""
-    return subprocess.run(
-        [SNAKEMAKE, *args],
-        cwd=workdir,
-        env=smk_env() if env is None else env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    """`snakemake ARGS` in `workdir`, output captured; `env` defaults to `smk_env()`. On a
+    timeout (its own or the test's) Snakemake, its jobs and their servers are all stopped."""
+    env = smk_env() if env is None else env
+    return run_in_group([SNAKEMAKE, *args], cwd=workdir, env=env, timeout=timeout)
 
 
 def write_config(workdir: Path, name: str, config: dict) -> str:

@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ import yaml
 from tests.support.processes import processes_in
 from tests.support.workflow_copy import REPO as ROOT
 from tests.support.workflow_copy import (
-    STANDINS,
     bench_jobs,
     copy_workflow,
     planned_jobs,
@@ -102,14 +100,10 @@ def test_bad_config_field_fails_naming_it(workflow, edit, field):
     assert not planned_jobs(result.stdout)  # refused before planning anything
 
 
-@pytest.mark.skipif(not (STANDINS / "vllm-omni").exists(), reason="stand-in vllm-omni missing")
 def test_never_healthy_server_fails_within_timeout_and_leaves_nothing(workflow):
-    started = time.monotonic()
-    result = smk(workflow, "--configfile", "configs/never_healthy.yaml", timeout=300)
-    elapsed = time.monotonic() - started
+    result = smk(workflow, "--configfile", "configs/never_healthy.yaml", timeout=240)
     assert result.returncode != 0
-    # The health timeout is 3 s; generous room for Snakemake and a shared machine.
-    assert elapsed < 120
+    # It gave up at its own 3 s health timeout (its log says so), whatever the machine's speed.
     bench_log = (workflow / "results/logs/hang/qwen3tts06b/bench.log").read_text()
     assert "not healthy after 3 s" in bench_log
     assert (workflow / "results/logs/hang/qwen3tts06b/server.log").is_file()
@@ -150,7 +144,6 @@ def test_repeats_and_request_rates_plan_rounds_and_rate_points(workflow):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (STANDINS / "vllm-omni").exists(), reason="stand-in vllm-omni missing")
 def test_deploy_edit_reruns_only_the_system_and_model_serving_it(workflow):
     config = "configs/standin.yaml"
     result = smk(workflow, "--configfile", config)
