@@ -84,5 +84,4 @@ def test_default_config_shows_the_knee(default_workflow_run: Path) -> None:
     assert len(fifo_top) >= top
     for (_, end_before), (start_after, _) in zip(fifo_top, fifo_top[1:], strict=False):
         assert start_after >= end_before - LOOP_SLACK_S
-    assert most_at_once([(a + LOOP_SLACK_S, b) for a, b in fifo_top]) == 1
     assert f"| c{top} |" in (workdir / "results" / "tables" / "continuity.md").read_text()
