@@ -343,3 +343,74 @@ def test_each_models_chunk_plan_matches_0_30_0(server_factory, standin_factory, 
         assert len(s_sizes) == 1, s_sizes
     else:
         assert plan_shape(s_sizes) == plan_shape(r_sizes), (s_sizes, r_sizes)
+
+
+# --- the WebSocket route of the agent mode ---------------------------------------------------
+
+WS_PIECES = (
+    "Hello there. ",
+    "This is a second sentence, with a clause",
+    " in it. And a third one that fails [fail-after=1].",
+)
+
+
+async def _ws_session(port: int) -> list[tuple]:
+    """One agent-mode session as thetalker's client runs it; what came back, in order: JSON
+    messages as (type, sorted keys, their identifying fields), audio as ("audio", bytes)."""
+    url = f"http://127.0.0.1:{port}/v1/audio/speech/stream"
+    config = {"type": "session.config", "model": QWEN, "voice": "ryan", "language": "English"}
+    config.update(response_format="pcm", stream_audio=True, split_granularity="sentence")
+    got: list[tuple] = []
+    async with aiohttp.ClientSession() as session, session.ws_connect(url) as ws:
+        await ws.send_json(config)
+        for piece in WS_PIECES:
+            await ws.send_json({"type": "input.text", "text": piece})
+        await ws.send_json({"type": "input.done"})
+        async for msg in ws:
+            if msg.type == aiohttp.WSMsgType.BINARY:
+                got.append(("audio", len(msg.data)))
+                continue
+            data = json.loads(msg.data)
+            fields = {k: data[k] for k in ("utterance_index", "sentence_index") if k in data}
+            fields |= {k: data[k] for k in ("sentence_text", "format", "sample_rate", "error")
+                       if k in data}  # fmt: skip
+            if data["type"] == "error":
+                fields["message"] = data["message"].split(":", 1)[0]  # the engine's words differ
+                fields["partial_audio"] = data.get("partial_audio")
+            identity = (data["type"], tuple(sorted(data)), tuple(sorted(fields.items())))
+            got.append((*identity, data.get("total_bytes")))
+            if data["type"] == "session.done":
+                break
+        await ws.send_json({"type": "session.close"})
+        closing = await ws.receive()
+        got.append(("closed", closing.type == aiohttp.WSMsgType.CLOSE))
+    return got
+
+
+def _without_audio_sizes(got: list[tuple]) -> list[tuple]:
+    """The messages with each run of audio frames as one ("audio",): the number and sizes
+    of frames follow the utterance's length, which each engine sets its own way."""
+    out: list[tuple] = []
+    for item in got:
+        if item[0] == "audio":
+            if not out or out[-1] != ("audio",):
+                out.append(("audio",))
+        else:
+            out.append(item[:3])
+    return out
+
+
+def test_websocket_session_matches_0_30_0(pair):
+    standin, real = pair
+    s_got, r_got = (asyncio.run(_ws_session(p)) for p in pair)
+    assert _without_audio_sizes(s_got) == _without_audio_sizes(r_got)
+    # And in each, every audio.done counts the bytes of the frames before it.
+    for got in (s_got, r_got):
+        frames = 0
+        for item in got:
+            if item[0] == "audio":
+                frames += item[1]
+            elif item[0] == "audio.done":
+                assert item[3] == frames > 0, got
+                frames = 0
+    assert ("closed", True) in s_got
