@@ -136,3 +136,34 @@ def test_agent_table_names_a_misplaced_file(tmp_path: Path, capsys) -> None:
     path.write_text("")
     assert agent_report.main(["--records", str(path), "--table", str(tmp_path / "t.md")]) == 2
     assert "not under a c<N> point folder" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_agent_system_runs_against_the_standins_socket(tmp_path: Path) -> None:
+    """The published agent system end to end: Snakemake starts the stand-in vllm-omni, the
+    bench job drives its /v1/audio/speech/stream sessions, agent.md is made from the records
+    (the stand-in's socket is checked against 0.30.0's in tests/contract/test_standin.py)."""
+    import shutil
+
+    from tests.support.processes import processes_in
+    from tests.support.workflow_copy import copy_workflow, smk
+    from thetalker.data.records import read_records
+
+    workdir = copy_workflow(tmp_path / "wf")
+    shutil.copy2(ROOT / "tests" / "configs" / "standin_agent.yaml", workdir / "agent.yaml")
+    targets = ("results/tables/agent.md", "results/tables/throughput.md")
+    try:
+        result = smk(workdir, "--cores", "2", *targets, "--configfile", "agent.yaml")
+    finally:
+        assert not processes_in(workdir), "a server outlived the run"
+    assert result.returncode == 0, result.stderr[-3000:]
+    for c in (1, 2):
+        path = workdir / f"results/runs/vllm-omni-agent/qwen3tts17b/c{c}/records.jsonl"
+        scored = [r for r in read_records(path) if not r["warmup"]]
+        assert len(scored) == 2 and all(r["ok"] for r in scored), scored
+        # Sessions, not single requests: text went out in pieces, audio came per sentence.
+        assert all(r["text_piece_s"] and r["ttfa_first_text_s"] is not None for r in scored)
+        assert all(len(r["chunk_bytes"]) >= 1 and r["audio_s"] > 0 for r in scored)
+    table = (workdir / "results" / "tables" / "agent.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| vllm-omni-agent")]
+    assert len(rows) == 2, table
