@@ -185,10 +185,13 @@ def test_deploy_edit_reruns_only_the_system_and_model_serving_it(workflow):
 
 
 @pytest.mark.slow
-def test_embedded_default_end_to_end_then_tables_rebuild_from_records(workflow):
-    config = "configs/embedded_tiny.yaml"
-    result = smk(workflow, "results/tables/throughput.md", "--configfile", config)
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_embedded_default_end_to_end_then_tables_rebuild_from_records(
+    default_workflow_run: Path, tmp_path: Path
+):
+    # The session's default run (the README's first command, tests/conftest.py), copied with
+    # Snakemake's metadata so this test may delete its tables.
+    workflow = tmp_path / "wf"
+    shutil.copytree(default_workflow_run, workflow, symlinks=True)
     tables = workflow / "results" / "tables"
     for name in ("throughput", "continuity", "ttfa", "cost"):
         assert (tables / f"{name}.md").is_file(), name
@@ -210,8 +213,8 @@ def test_embedded_default_end_to_end_then_tables_rebuild_from_records(workflow):
 
     # Deleting the tables reruns no benchmark: they come back from records.jsonl alone.
     shutil.rmtree(tables)
-    dry = smk(workflow, "-n", "results/tables/throughput.md", "--configfile", config)
+    dry = smk(workflow, "-n", "results/tables/throughput.md")
     assert rules_of(dry.stdout) == {"tables"}
-    again = smk(workflow, "results/tables/throughput.md", "--configfile", config)
+    again = smk(workflow, "--cores", "2", *(f"results/tables/{name}" for name in before))
     assert again.returncode == 0, again.stderr[-3000:]
     assert {p.name: p.read_text() for p in tables.iterdir()} == before
