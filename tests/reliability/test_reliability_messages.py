@@ -167,7 +167,7 @@ def test_asr_on_an_empty_records_file_is_an_error(tmp_path: Path):
     assert not (tmp_path / "t.jsonl").exists()
 
 
-# --- the bench job (python -m thetalker.bench, the former name of serve_and_sweep) ----------
+# --- the bench job (python -m thetalker.pipeline.serve_and_sweep, as rules/bench.smk runs it) -
 
 
 def _job(tmp_path: Path, **changes: Any) -> str:
@@ -198,7 +198,8 @@ def test_bad_job_values_exit_2_before_any_server(tmp_path: Path, changes: dict, 
     job = _job(tmp_path, **changes)
     log = tmp_path / "server.log"
     done = subprocess.run(
-        [sys.executable, "-m", "thetalker.bench", "--job", job, "--server-log", str(log),
+        [sys.executable, "-m", "thetalker.pipeline.serve_and_sweep", "--job", job,
+         "--server-log", str(log),
          "--records", str(tmp_path / "c1" / "records.jsonl")],
         capture_output=True, text=True, cwd=tmp_path / "wf", timeout=60,
     )  # fmt: skip
