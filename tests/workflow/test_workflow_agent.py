@@ -81,6 +81,7 @@ def test_published_config_plans_the_agent_mode_on_vllm_omni(published_dry_run) -
 def _session(i: int, ok: bool = True) -> dict:
     return {
         "request_index": i,
+        "sample_id": f"s{i}",
         "warmup": False,
         "ok": ok,
         "t_submit_s": float(i),
@@ -107,6 +108,10 @@ def write_point(root: Path, system: str, n: int, records: list[dict]) -> Path:
     with path.open("w") as fh:
         for r in records:
             full = {f: None for f in RECORD_FIELDS} | {"chunk_arrival_s": [], "chunk_bytes": []}
+            # The fields every record carries (records.py checks their types on reading).
+            full |= {"text": "Hello there.", "text_chars": 12, "connection_reused": False}
+            full |= {"leading_silence_s": 0.0, "sample_rate": 24000, "underrun_events": 0}
+            full |= {"stalls": 0, "stall_s": 0.0, "protocol": "websocket"}
             fh.write(json.dumps(full | r) + "\n")
     return path
 
