@@ -19,6 +19,7 @@ __all__ = ["COMMON_SMK_CHECKS", "parse_time_error"]
 
 # The parse-time checks of rules/common.smk, in its order, as its lines read.
 COMMON_SMK_CHECKS = (
+    "wfc.check_config_size(config)",
     'validate(config, "../config/schema.yaml")',
     "wfc.check_config(config)",
     "wfc.check_inputs(config)",
@@ -33,6 +34,7 @@ def parse_time_error(config: dict[str, Any], workdir: Path) -> str | None:
     config = yaml.safe_load(yaml.safe_dump(config, sort_keys=False))
     with contextlib.chdir(workdir):
         try:
+            wfc.check_config_size(config)
             validate(config, str(REPO / "config" / "schema.yaml"))
             wfc.check_config(config)
             wfc.check_inputs(config)
