@@ -1,12 +1,53 @@
-"""Shared fixtures. Keep each one generic: other parts of the project add theirs here."""
+"""Shared fixtures and the suite's time limits. Keep each one generic: other parts of the
+project add theirs here.
+
+Time limits (pytest-timeout, whose signal method raises inside the test, so its `finally`
+blocks and fixtures' teardown run): 300 s by default (pyproject.toml), 60 s in tests/unit,
+900 s for a test marked `slow` or one that may start a session's workflow run; every limit
+inside a test (a subprocess timeout, a wait) is below its test's. Whatever a test started in
+its tmp_path and left running is killed at teardown, and Snakemake and the README commands run
+in sessions of their own whose whole tree is stopped on a timeout
+(tests/support/processes.py: run_in_group).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.support.paths import TESTS
+from tests.support.processes import kill_pids, processes_in
 from tests.support.scripted_server import Script, ScriptedServer, start_scripted_server
+
+UNIT_TIMEOUT_S = 60
+LONG_TIMEOUT_S = 900  # a slow test, or one that may be the first to start a session's run
+SESSION_RUNS = {"default_workflow_run", "quality_run", "report_html", "after_first_command"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Per-tier time limits, unless a test sets its own with `pytest.mark.timeout`."""
+    for item in items:
+        if item.get_closest_marker("timeout") is not None:
+            continue
+        path = Path(str(item.fspath))
+        if item.get_closest_marker("slow") or SESSION_RUNS & set(item.fixturenames):
+            item.add_marker(pytest.mark.timeout(LONG_TIMEOUT_S))
+        elif TESTS / "unit" in path.parents:
+            item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT_S))
+
+
+@pytest.fixture(autouse=True)
+def _nothing_outlives_the_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test (passed, failed or timed out): SIGKILL whatever still runs in its
+    tmp_path (servers and jobs inherit the folder they were started in). The tests that must
+    prove nothing is left assert it themselves; this keeps a failure from loading the
+    machine for every later test."""
+    yield
+    tmp = request.node.funcargs.get("tmp_path")
+    if isinstance(tmp, Path):
+        kill_pids(processes_in(tmp))
 
 
 @pytest.fixture
@@ -22,18 +63,27 @@ def scripted_server() -> Iterator[ScriptedServer]:
 
 
 @pytest.fixture(scope="session")
-def default_workflow_run(tmp_path_factory: pytest.TempPathFactory):
-    """One run of the default configuration on a copy of the workflow (the speed tables and
-    capacity.md: about a minute and a half on 2 cores), shared by the tests that read its
-    shape (the knee, the capacity) instead of each running it again. Returns the copy."""
-    from tests.support.processes import processes_in
-    from tests.support.workflow_copy import copy_workflow, smk
+def default_workflow_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one run of the default configuration per test session: the README's first command
+    as written (`snakemake --cores 2 results/tables/throughput.md`, with bash, no stand-ins on
+    PATH) on a fresh copy of the workflow, then the speed tables it made the points of
+    (continuity, TTFA, capacity: tables only, no bench job runs again). Shared by the README
+    test (tests/workflow/test_report_opens.py), the knee and the capacity tests. Returns the
+    copy."""
+    from tests.support.processes import processes_in, run_in_group
+    from tests.support.readme import readme_commands
+    from tests.support.workflow_copy import copy_workflow, smk, smk_env
 
     workdir = copy_workflow(tmp_path_factory.mktemp("default-run") / "wf")
-    targets = ("results/tables/continuity.md", "results/tables/ttfa.md")
+    first, _ = readme_commands()
+    env = smk_env(standins=False)
     try:
-        result = smk(workdir, "--cores", "2", *targets, "results/tables/capacity.md")
+        done = run_in_group(["bash", "-c", first], cwd=workdir, env=env, timeout=840)
+        assert done.returncode == 0, f"{first}:\n{done.stderr[-3000:]}"
+        tables = [f"results/tables/{t}.md" for t in ("continuity", "ttfa", "capacity")]
+        result = smk(workdir, "--cores", "2", *tables, env=env)
         assert result.returncode == 0, result.stderr[-3000:]
+        assert "rule bench:" not in result.stdout + result.stderr, "a bench job ran again"
     finally:
         assert not processes_in(workdir), "a server outlived the run"
     return workdir

@@ -72,7 +72,7 @@ def test_timeline_follows_the_server_schedule(scripted_server: ScriptedServer, t
     sent = [t - log.send_times[0] for t in log.send_times]
     got = [t - arr[0] for t in arr]
     assert got == pytest.approx(sent, abs=TOL_S)
-    assert rec["ttfa_s"] == arr[0] and 0 < arr[0] < 0.5
+    assert rec["ttfa_s"] == arr[0] and 0 < arr[0] <= arr[1]
     assert rec["wall_s"] >= arr[-1]
     assert rec["audio_s"] == pytest.approx(105600 / 48000)
     assert summary["n_ok"] == 1 and summary["error_rate"] == 0.0
@@ -135,7 +135,8 @@ def test_failures_are_records_and_the_run_goes_on(scripted_server: ScriptedServe
     assert err("reset d")["type"] == "connection" and err("reset d")["status"] is None
     assert err("odd e")["type"] == "odd_bytes" and "9601" in err("odd e")["message"]
     assert err("stall f")["type"] == "timeout"
-    assert by_text["stall f"]["wall_s"] == pytest.approx(1.0, abs=0.3)
+    # Given up at the 1 s timeout: before the server's next chunk (5 s), not after it.
+    assert 1.0 <= by_text["stall f"]["wall_s"] < 5.0
     assert err("empty g")["type"] == "empty"
     assert by_text["fine h"]["ok"] is True
     assert summary["n_failed"] == 7 and summary["error_rate"] == pytest.approx(7 / 8)
@@ -205,10 +206,12 @@ def test_closed_loop_keeps_n_in_flight_after_warmup(
     last_warm_end = max(r["t_submit_s"] + r["wall_s"] for r in warm)
     assert min(r["t_submit_s"] for r in scored) >= last_warm_end
     assert summary["max_in_flight"] == 3
-    # 6 requests of ~0.3 s, 3 at a time: two waves
-    assert summary["window_s"] == pytest.approx(0.6, abs=0.25)
-    # indices: warmup first, then scored, unique
-    assert [r["request_index"] for r in records] == list(range(8))
+    # 6 requests the server holds >= 0.3 s each, 3 at a time: at least two waves
+    assert summary["window_s"] >= 0.6
+    # indices: warmup first, then scored, unique (records are written in the order requests
+    # finish, which two requests in flight together may do either way: sort first)
+    assert sorted(r["request_index"] for r in warm) == [0, 1]
+    assert sorted(r["request_index"] for r in scored) == list(range(2, 8))
     # connections: the first uses of the pool connect, reuse records 0.0
     assert any(r["t_connect_s"] and r["t_connect_s"] > 0 for r in records)
     reused = [r for r in records if r["connection_reused"]]
@@ -222,13 +225,15 @@ def test_open_loop_sends_on_a_seeded_poisson_schedule(
     scripted_server.default = Script(chunks=((0, 4800), (0.5, 4800)))
     texts = [f"t{i}" for i in range(8)]
     summary, records = _run(scripted_server, tmp_path, texts, request_rate=20.0, seed=7)
+    records.sort(key=lambda r: r["request_index"])  # written as they finish: any order
     rng = random.Random("thetalker.arrivals:7")
     offsets = [0.0]
     for _ in range(7):
         offsets.append(offsets[-1] + rng.expovariate(20.0))
     t0 = records[0]["t_submit_s"] - records[0]["schedule_lag_s"]
     for rec, offset in zip(records, offsets, strict=True):
-        assert rec["schedule_lag_s"] is not None and 0 <= rec["schedule_lag_s"] < 0.25
+        # Late by however busy the machine is, never early (the lag itself is a benchmark).
+        assert rec["schedule_lag_s"] is not None and rec["schedule_lag_s"] >= 0
         assert rec["t_submit_s"] - t0 == pytest.approx(offset + rec["schedule_lag_s"], abs=1e-6)
     assert summary["max_in_flight"] > 1
     assert summary["concurrency"] is None and summary["request_rate"] == 20.0

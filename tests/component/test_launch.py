@@ -7,7 +7,6 @@ Every test checks by PID that no server, stage worker or MPS daemon is left behi
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import re
@@ -178,14 +177,16 @@ def test_exception_in_the_block_stops_the_server(tmp_path):
 def test_server_that_exits_during_startup_fails_at_once_with_log_tail(tmp_path, monkeypatch):
     monkeypatch.setenv("STANDIN_MODE", "die")
     monkeypatch.setenv("STANDIN_STARTUP_S", "0.3")
+    health_timeout_s = 300.0
     start = time.monotonic()
     with (
         pytest.raises(ServerStartError) as info,
-        launch_server(vllm_spec(tmp_path, health_timeout_s=300.0)),
+        launch_server(vllm_spec(tmp_path, health_timeout_s=health_timeout_s)),
     ):
         pytest.fail("the block must not run")
     elapsed = time.monotonic() - start
-    assert elapsed < 150, "it waited for the health timeout instead of noticing the exit"
+    # Against its own limit, not a figure: it noticed the exit instead of waiting it out.
+    assert elapsed < health_timeout_s, "it waited for the health timeout"
     message = str(info.value)
     assert "exited with code 3 during startup" in message
     assert "CUDA out of memory" in message  # from the log's tail
@@ -391,15 +392,7 @@ def test_gpu_probe_through_nvidia_smi(monkeypatch, tmp_path):
 # --- the real local server -------------------------------------------------------------------
 
 
-def _local_server_ready() -> bool:
-    try:
-        return importlib.util.find_spec("thetalker.server.__main__") is not None
-    except ImportError:  # missing, or mid-edit in a shared tree
-        return False
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _local_server_ready(), reason="thetalker.server is not written yet")
 def test_local_launcher_serves_the_real_piper_server(tmp_path):
     entry = resolve("piper-joe")
     spec = ServerSpec(

@@ -238,16 +238,18 @@ def test_a_record_from_another_machine_or_boot_names_nothing_here(tmp_path):
 def test_the_workflow_rerun_stops_the_server_a_sigkilled_bench_job_left(tmp_path):
     """SIGKILL of the bench job orphans its server (nothing can clean up); the next run of the
     same job finds it from results/logs/.../server.pid.json and stops it before serving."""
-    from tests.reliability.test_reliability_workflow import (
+    from tests.support.processes import cmdline, kill_pids, processes_in
+    from tests.support.workflow_copy import (
         POINT,
         SERVER_LOG,
+        SNAKEMAKE,
         copy_workflow,
         finished_lines,
         server_pids_in,
+        smk,
+        smk_env,
         tiny_config,
     )
-    from tests.support.processes import cmdline, kill_pids, processes_in
-    from tests.support.workflow_copy import SNAKEMAKE, smk, smk_env
 
     workdir = copy_workflow(tmp_path / "wf", tiny_config(requests=400))
     target = str(POINT / "records.jsonl")

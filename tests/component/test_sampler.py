@@ -16,12 +16,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from thetalker.pipeline.sampler import ResourceSampler, parse_apps_csv, parse_gpu_csv
 
-# A parent that starts a child; each allocates (and touches) memory, then the parent burns
-# CPU for a moment and both wait to be killed. RSS of the tree must cover both allocations.
+BURN_CPU_S = 0.5  # CPU seconds the parent of the process tree burns while sampled
+
+# A parent that starts a child; each allocates (and touches) memory; on "go" (stdin) the parent
+# burns 0.5 s of its own CPU time (not of wall clock: the same work on any machine, busy or not)
+# and both wait to be killed. RSS of the tree must cover both allocations.
 _TREE_SCRIPT = textwrap.dedent(
     """
     import subprocess, sys, time
@@ -30,8 +34,10 @@ _TREE_SCRIPT = textwrap.dedent(
         "time.sleep(600)"], stdout=subprocess.PIPE, text=True)
     child.stdout.readline()
     block = b'y' * ({parent_mib} << 20)
-    end = time.monotonic() + 1.0
-    while time.monotonic() < end:
+    print('allocated', flush=True)
+    sys.stdin.readline()
+    end = time.process_time() + {burn_cpu_s}
+    while time.process_time() < end:
         pass
     print('ready', flush=True)
     time.sleep(600)
@@ -41,9 +47,10 @@ _TREE_SCRIPT = textwrap.dedent(
 
 @pytest.fixture
 def process_tree() -> Iterator[subprocess.Popen[str]]:
-    script = _TREE_SCRIPT.format(child_mib=120, parent_mib=80)
+    script = _TREE_SCRIPT.format(child_mib=120, parent_mib=80, burn_cpu_s=BURN_CPU_S)
     proc = subprocess.Popen(
         [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,  # like a launched server: its own process group
@@ -53,22 +60,39 @@ def process_tree() -> Iterator[subprocess.Popen[str]]:
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the whole group: parent and child
         proc.wait(timeout=30)
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stdin is not None
         proc.stdout.close()
+        proc.stdin.close()
+
+
+def _wait_samples(sampler: ResourceSampler, more_than: int, timeout_s: float = 60) -> int:
+    """Until the sampler has taken more than `more_than` samples (a wait, not a limit)."""
+    deadline = time.monotonic() + timeout_s
+    while (n := sampler.result()["samples"]) <= more_than:
+        assert time.monotonic() < deadline, f"the sampler took {n} samples in {timeout_s} s"
+        time.sleep(0.02)
+    return n
 
 
 def test_proc_sampler_sees_the_whole_tree_memory_and_cpu(process_tree) -> None:
+    assert process_tree.stdout is not None and process_tree.stdin is not None
+    assert process_tree.stdout.readline().strip() == "allocated"
     with ResourceSampler(pid=process_tree.pid, interval_s=0.1, source="auto") as sampler:
-        assert process_tree.stdout is not None
+        before = _wait_samples(sampler, 0)  # sampled once before the burn starts
+        process_tree.stdin.write("go\n")
+        process_tree.stdin.flush()
         assert process_tree.stdout.readline().strip() == "ready"
-        time.sleep(0.3)
+        _wait_samples(sampler, before)  # and once after it ended
     result = sampler.result()
+    tree = psutil.Process(process_tree.pid)
+    tree_cpu_s = sum(sum(p.cpu_times()[:2]) for p in [tree, *tree.children(recursive=True)])
     assert result["source"] == "proc"
     assert result["samples"] >= 2
     # 120 MiB in the child plus 80 MiB in the parent, both touched: the summed RSS covers both.
     assert result["peak_memory_mib"] >= 200
-    # The parent spun for a second while sampled.
-    assert result["cpu_seconds"] > 0.3
+    # The parent burned BURN_CPU_S of CPU time between two samples: all of it is counted (one
+    # clock tick of slack), and no more than the tree has used in all.
+    assert BURN_CPU_S - 0.02 <= result["cpu_seconds"] <= tree_cpu_s + 0.02
     assert result["peak_utilization_pct"] > 0
     assert result["errors"] == 0
 
@@ -139,7 +163,7 @@ def test_nvidia_smi_peaks_and_process_memory(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     with ResourceSampler(pid=me, interval_s=0.05) as sampler:
-        time.sleep(0.4)
+        _wait_samples(sampler, 2)  # the three answers of the fake, however busy the machine
     result = sampler.result()
     assert result["source"] == "nvidia-smi"
     assert result["errors"] == 0, result["last_error"]

@@ -17,11 +17,11 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.support.http_chunks import read_server_chunks
 from thetalker.server.app import ENGINE_KEY, make_app, parse_speech_request
 from thetalker.server.engine import FakeEngine
 from thetalker.server.formats import (
     AudioFormatError,
-    flac_available,
     wav_bytes,
     wav_duration_s,
     wav_header,
@@ -44,19 +44,6 @@ async def client(aiohttp_client: Any, tmp_path: Path) -> Any:
     engine = FakeEngine(workers=1, chars_s=0.01)
     app = make_app(engine, voices_dir=tmp_path / "voices")
     return await aiohttp_client(app, server_kwargs={"handler_cancellation": True})
-
-
-async def read_server_chunks(resp: aiohttp.ClientResponse) -> list[bytes]:
-    """The body split where the server's HTTP chunks end (as the client must count them)."""
-    chunks, current = [], b""
-    async for data, end_of_chunk in resp.content.iter_chunks():
-        current += data
-        if end_of_chunk and current:
-            chunks.append(current)
-            current = b""
-    if current:
-        chunks.append(current)
-    return chunks
 
 
 async def post_speech(client: Any, **body: Any) -> aiohttp.ClientResponse:
@@ -254,7 +241,6 @@ async def test_non_streamed_wav_and_pcm_agree(client: Any) -> None:
     assert wav_duration_s(wav) == pytest.approx(len(pcm) / (2 * RATE))
 
 
-@pytest.mark.skipif(not flac_available(), reason="soundfile not installed")
 async def test_flac_decodes_to_the_same_pcm(client: Any) -> None:
     import io
 

@@ -21,7 +21,7 @@ import aiohttp
 import numpy as np
 import pytest
 
-from tests.component.test_server_app import read_server_chunks
+from tests.support.http_chunks import read_server_chunks
 from tests.support.server_fixtures import LocalServer, local_server, start_local_server
 from thetalker.server.formats import wav_bytes
 
@@ -207,7 +207,7 @@ def test_disconnect_mid_stream_frees_the_worker(local_server: LocalServer) -> No
 def test_bench_client_against_it(
     local_server: LocalServer, tmp_path: Path, concurrency: int
 ) -> None:
-    client = pytest.importorskip("thetalker.client")
+    import thetalker.client as client
     from thetalker.data.prompts import Prompt
     from thetalker.data.records import read_records
 

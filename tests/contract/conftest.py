@@ -3,7 +3,8 @@
 Every test here carries the `contract` marker and runs only when it is selected
 (`python -m pytest -q -m contract tests/contract`); the main suite's `python -m pytest -q`
 deselects them. They need the venv of `scripts/contract-venv.sh` (vllm and vllm-omni 0.30.0,
-about 9 GB); without it each test skips with the reason the script gave.
+about 9 GB); without it each test skips with the reason the script gave, or fails with it under
+CI=true (tests/support/tiers.py).
 
 The project runs here, in the main environment; 0.30.0's code runs in the venv, as a server
 subprocess (`fake_engine_server.py`) or a one-shot probe (`venv_probe.py`), over loopback or
@@ -19,11 +20,15 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.support.tiers import unavailable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -66,7 +71,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def contract_python() -> Path:
     reason = venv_unavailable_reason()
     if reason is not None:
-        pytest.skip(reason)
+        unavailable(reason)  # a skip on a user's machine, a failure under CI=true
     return venv_dir() / "bin" / "python"
 
 
@@ -131,22 +136,59 @@ def stop_server(proc: subprocess.Popen) -> None:
             proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server_factory(
     contract_python: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Callable[..., FakeServer]]:
-    """Start fake-engine servers for this module; all stop when the module ends."""
-    started: list[FakeServer] = []
+    """Fake-engine servers, one per (model, deploy file, environment) for the whole session:
+    each costs 20 to 50 s of imports, so every module asking for the same one shares it.
+    A test that changes a server's state (uploads a voice) undoes it, or asks for
+    `fresh=True`. All stop when the session ends."""
+    started: dict[tuple, FakeServer] = {}
+    fresh_ones: list[FakeServer] = []
 
-    def start(model: str, deploy: Path | None = None, **env: str) -> FakeServer:
-        workdir = tmp_path_factory.mktemp("fake-engine")
-        server = start_server(contract_python, model, workdir, deploy, env)
-        started.append(server)
+    def start(
+        model: str, deploy: Path | None = None, *, fresh: bool = False, **env: str
+    ) -> FakeServer:
+        key = (model, str(deploy), tuple(sorted(env.items())))
+        server = None if fresh else started.get(key)
+        if server is None or server.proc.poll() is not None:
+            workdir = tmp_path_factory.mktemp("fake-engine")
+            server = start_server(contract_python, model, workdir, deploy, env)
+            if fresh:
+                fresh_ones.append(server)
+            else:
+                started[key] = server
         return server
 
     yield start
-    for server in started:
+    for server in [*started.values(), *fresh_ones]:
         stop_server(server.proc)
+
+
+@pytest.fixture(scope="session")
+def ref_clip(tmp_path_factory) -> Path:
+    """Two seconds of a 180 Hz tone at 16 kHz: the reference clip of the cloning tests."""
+    import numpy as np
+
+    from thetalker.data.wavio import write_wav
+
+    path = tmp_path_factory.mktemp("clip") / "ref.wav"
+    t = np.arange(int(16000 * 2.0)) / 16000
+    pcm = (0.3 * np.sin(2 * np.pi * 180 * t) * 32767).astype("<i2").tobytes()
+    write_wav(path, pcm, 16000)
+    return path
+
+
+def clear_uploaded_voices(base_url: str) -> None:
+    """Delete every uploaded voice of a (shared) server, so a test starts from none."""
+    with urllib.request.urlopen(base_url + "/v1/audio/voices", timeout=30) as resp:
+        uploads = json.loads(resp.read()).get("uploaded_voices") or []
+    for voice in uploads:
+        name = urllib.parse.quote(str(voice["name"]))
+        request = urllib.request.Request(f"{base_url}/v1/audio/voices/{name}", method="DELETE")
+        with urllib.request.urlopen(request, timeout=30):
+            pass
 
 
 def run_probe(python: Path, questions: dict, tmp: Path) -> dict:

@@ -4,53 +4,20 @@ the type each failure is filed under."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from tests.contract.conftest import thetalker_cli
+from tests.contract.helpers import (
+    QWEN,
+    QWEN_BASE,
+    QWEN_DEPLOY,
+    REF_TEXT,
+    bench,
+    expected_bytes,
+    prompts,
+)
 from tests.contract.schedule import PROFILES, chunk_samples
-from thetalker.data.records import read_records
-from thetalker.data.wavio import write_wav
 from thetalker.lifecycle.deploy import resolve
-
-QWEN = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
-QWEN_BASE = "Qwen/Qwen3-TTS-12Hz-1.7B-Base"
-QWEN_DEPLOY = resolve("qwen3tts17b").path
-# The project's deploy: a first chunk of 16 frames, then 75 (1920 samples a frame).
-QWEN_EXTRA = {"initial_codec_chunk_frames": 16, "codec_chunk_frames": 75}
-
-
-def expected_bytes(model: str, frames: int = 166, extra: dict | None = None) -> list[int]:
-    profile = PROFILES[model]
-    return [2 * n for n in chunk_samples(profile, extra or QWEN_EXTRA, frames)]
-
-
-def prompts(tmp: Path, texts: list[str]) -> Path:
-    tmp.mkdir(parents=True, exist_ok=True)
-    path = tmp / "prompts.jsonl"
-    with path.open("w") as f:
-        for i, text in enumerate(texts):
-            f.write(json.dumps({"sample_id": f"s{i}", "text": text}) + "\n")
-    return path
-
-
-def bench(server, tmp: Path, texts: list[str], *args: str) -> tuple[list[dict], dict, str]:
-    out = tmp / "out"
-    result = thetalker_cli(
-        "thetalker-bench",
-        "--base-url", server.base_url,
-        "--texts-jsonl", str(prompts(tmp, texts)),
-        "--out-dir", str(out),
-        "--max-error-rate", "1.0",
-        "--timeout", "60",
-        *args,
-    )  # fmt: skip
-    assert (out / "summary.json").is_file(), result.stderr[-2000:]
-    records = list(read_records(out / "records.jsonl"))
-    summary = json.loads((out / "summary.json").read_text())
-    return records, summary, result.stderr
 
 
 @pytest.fixture(scope="module")
@@ -153,20 +120,6 @@ def test_custom_voice_without_speaker_exits_2_naming_the_option(qwen, tmp_path):
     assert result.returncode == 2, result.stderr
     line = result.stderr.strip().splitlines()[-1]
     assert "--speaker" in line and "/v1/audio/voices" in line
-
-
-@pytest.fixture(scope="module")
-def ref_clip(tmp_path_factory) -> Path:
-    import numpy as np
-
-    path = tmp_path_factory.mktemp("clip") / "ref.wav"
-    t = np.arange(int(16000 * 2.0)) / 16000
-    pcm = (0.3 * np.sin(2 * np.pi * 180 * t) * 32767).astype("<i2").tobytes()
-    write_wav(path, pcm, 16000)
-    return path
-
-
-REF_TEXT = "This is the reference clip."
 
 
 @pytest.fixture(scope="module")

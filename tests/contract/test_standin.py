@@ -3,6 +3,7 @@ and to 0.30.0's real layer, status and body shape compared (vllm-omni-030.md row
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import http.client
 import json
@@ -13,12 +14,18 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import aiohttp
 import numpy as np
 import pytest
 
-from tests.contract.conftest import REPO
+from tests.contract.conftest import REPO, clear_uploaded_voices
+from tests.contract.helpers import REF_TEXT
+from tests.support.http_chunks import read_server_chunks
+from thetalker.client.body import build_request_body
+from thetalker.client.options import BenchOptions
 from thetalker.data.wavio import write_wav
 from thetalker.lifecycle.deploy import resolve
 
@@ -33,28 +40,48 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def pair(server_factory, tmp_path_factory):
-    """(stand-in url, real-layer url), both serving the Qwen3 CustomVoice deploy."""
+def standin_factory(tmp_path_factory) -> Iterator[Callable[[str], int]]:
+    """Start the stand-in serving one deploy (by name); its port. All stop with the module."""
+    procs: list[subprocess.Popen] = []
+
+    def start(deploy: str) -> int:
+        entry = resolve(deploy)
+        port = free_port()
+        voices = tmp_path_factory.mktemp("standin-speakers")
+        env = {**os.environ, "SPEAKER_SAMPLES_DIR": str(voices)}
+        cmd = [sys.executable, str(STANDIN), "serve", entry.model_id, "--omni"]
+        cmd += ["--trust-remote-code", "--host", "127.0.0.1", "--port", str(port)]
+        cmd += ["--deploy-config", str(entry.path)]
+        procs.append(
+            subprocess.Popen(
+                cmd,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return port
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(f"the stand-in for {deploy} did not listen in 60 s")
+
+    yield start
+    for proc in procs:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def pair(server_factory, standin_factory):
+    """(stand-in port, real-layer port), both serving the Qwen3 CustomVoice deploy."""
     real = server_factory(QWEN, resolve("qwen3tts17b").path)
-    port = free_port()
-    voices = tmp_path_factory.mktemp("standin-speakers")
-    env = {**os.environ, "SPEAKER_SAMPLES_DIR": str(voices)}
-    cmd = [sys.executable, str(STANDIN), "serve", QWEN, "--omni", "--trust-remote-code"]
-    cmd += ["--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--deploy-config", str(resolve("qwen3tts17b").path)]
-    proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield port, real.port
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=10)
+    clear_uploaded_voices(real.base_url)  # a session-wide server: start from no uploads
+    return standin_factory("qwen3tts17b"), real.port
 
 
 def call(port: int, method: str, path: str, body: bytes | None = None, ctype: str | None = None):
@@ -213,3 +240,177 @@ def test_voices_bodies_match(pair, tmp_path):
 
 def test_the_stand_in_is_executable():
     assert os.access(STANDIN, os.X_OK) and Path(STANDIN).read_text().startswith("#!")
+
+
+# --- the routes every launch and every run uses --------------------------------------------
+
+
+def test_health_and_models_answer_as_0_30_0_does(pair):
+    """/health (the launcher polls it) and /v1/models (the client's model check)."""
+    standin, real = pair
+    s_status, _, _, _ = call(standin, "GET", "/health")
+    r_status, _, _, _ = call(real, "GET", "/health")
+    assert s_status == r_status == 200
+    s_models, r_models = (json.loads(call(p, "GET", "/v1/models")[2]) for p in pair)
+    assert s_models["object"] == r_models["object"] == "list"
+    assert [m["id"] for m in s_models["data"]] == [m["id"] for m in r_models["data"]] == [QWEN]
+    # Nothing the stand-in says is missing from the real answer.
+    assert set(s_models["data"][0]) <= set(r_models["data"][0])
+    unknown = [call(p, "GET", "/v1/nothing-here") for p in pair]
+    assert unknown[0][0] == unknown[1][0] == 404
+
+
+# --- each served model's chunk plan, with the body the client sends for it -------------------
+
+LONG_TEXT = (
+    "This sentence is long enough for every model to send its first chunk, then at least one "
+    "chunk of its steady size, and then whatever is left over at the very end of it all, so "
+    "the plan shows."
+)
+
+
+def _clip_uri(tmp: Path) -> tuple[Path, str]:
+    clip = tmp / "ref.wav"
+    t = np.arange(24000 * 2) / 24000
+    write_wav(clip, (0.3 * np.sin(2 * np.pi * 200 * t) * 32767).astype("<i2").tobytes(), 24000)
+    return clip, "data:audio/wav;base64," + base64.b64encode(clip.read_bytes()).decode()
+
+
+def _body(deploy: str, clip: Path, uri: str) -> dict:
+    """The body `thetalker-bench` sends for this deploy's voice mode (raw PCM stream)."""
+    entry = resolve(deploy)
+    if entry.voice_mode == "speaker":
+        opts = BenchOptions(task_type=entry.task_type, speaker=entry.speaker)
+        return build_request_body(opts, LONG_TEXT)
+    if entry.voice_mode == "inline":
+        opts = BenchOptions(task_type="Base", ref_audio=str(clip), ref_text=REF_TEXT, speaker=None)
+        return build_request_body(opts, LONG_TEXT, uri)
+    opts = BenchOptions(task_type="Base", voice="ref", speaker=None)  # registered first
+    return build_request_body(opts, LONG_TEXT)
+
+
+def _register(port: int, clip: Path) -> int:
+    boundary = uuid.uuid4().hex
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+        for k, v in (("name", "ref"), ("consent", "yes"), ("ref_text", REF_TEXT))
+    ]
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="audio_sample"; '
+        f'filename="ref.wav"\r\nContent-Type: audio/wav\r\n\r\n'.encode()
+        + clip.read_bytes()
+        + b"\r\n"
+    )
+    parts.append(f"--{boundary}--\r\n".encode())
+    ctype = f"multipart/form-data; boundary={boundary}"
+    return call(port, "POST", "/v1/audio/voices", b"".join(parts), ctype)[0]
+
+
+async def _chunks(port: int, body: dict) -> tuple[int, str, list[int]]:
+    """(status, content type, bytes of each HTTP chunk) of one speech request."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"http://127.0.0.1:{port}/v1/audio/speech", json=body) as resp,
+    ):
+        return resp.status, resp.content_type, [len(c) for c in await read_server_chunks(resp)]
+
+
+def plan_shape(sizes: list[int]) -> tuple[int, ...]:
+    """What a chunk plan looks like whatever the utterance's length: one body, or the first
+    chunk and the steady size after it (the last chunk holds what is left)."""
+    return (sizes[0],) if len(sizes) == 1 else (sizes[0], *sorted(set(sizes[1:-1])))
+
+
+@pytest.mark.parametrize("deploy", ["qwen3tts17b", "qwen3tts06b", "voxcpm2", "moss", "omnivoice"])
+def test_each_models_chunk_plan_matches_0_30_0(server_factory, standin_factory, deploy, tmp_path):
+    entry = resolve(deploy)
+    real = server_factory(entry.model_id, entry.path)
+    standin = standin_factory(deploy)
+    clip, uri = _clip_uri(tmp_path)
+    if entry.voice_mode == "registered":
+        clear_uploaded_voices(real.base_url)
+        assert _register(standin, clip) == _register(real.port, clip) == 200
+    body = _body(deploy, clip, uri)
+    try:
+        s_status, s_type, s_sizes = asyncio.run(_chunks(standin, body))
+        r_status, r_type, r_sizes = asyncio.run(_chunks(real.port, body))
+    finally:
+        if entry.voice_mode == "registered":
+            clear_uploaded_voices(real.base_url)
+    assert s_status == r_status == 200, (s_status, r_status)
+    assert s_type == r_type
+    if len(r_sizes) == 1:  # one body (its length is the utterance's): one body here too
+        assert len(s_sizes) == 1, s_sizes
+    else:
+        assert plan_shape(s_sizes) == plan_shape(r_sizes), (s_sizes, r_sizes)
+
+
+# --- the WebSocket route of the agent mode ---------------------------------------------------
+
+WS_PIECES = (
+    "Hello there. ",
+    "This is a second sentence, with a clause",
+    " in it. And a third one that fails [fail-after=1].",
+)
+
+
+async def _ws_session(port: int) -> list[tuple]:
+    """One agent-mode session as thetalker's client runs it; what came back, in order: JSON
+    messages as (type, sorted keys, their identifying fields), audio as ("audio", bytes)."""
+    url = f"http://127.0.0.1:{port}/v1/audio/speech/stream"
+    config = {"type": "session.config", "model": QWEN, "voice": "ryan", "language": "English"}
+    config.update(response_format="pcm", stream_audio=True, split_granularity="sentence")
+    got: list[tuple] = []
+    async with aiohttp.ClientSession() as session, session.ws_connect(url) as ws:
+        await ws.send_json(config)
+        for piece in WS_PIECES:
+            await ws.send_json({"type": "input.text", "text": piece})
+        await ws.send_json({"type": "input.done"})
+        async for msg in ws:
+            if msg.type == aiohttp.WSMsgType.BINARY:
+                got.append(("audio", len(msg.data)))
+                continue
+            data = json.loads(msg.data)
+            fields = {k: data[k] for k in ("utterance_index", "sentence_index") if k in data}
+            fields |= {k: data[k] for k in ("sentence_text", "format", "sample_rate", "error")
+                       if k in data}  # fmt: skip
+            if data["type"] == "error":
+                fields["message"] = data["message"].split(":", 1)[0]  # the engine's words differ
+                fields["partial_audio"] = data.get("partial_audio")
+            identity = (data["type"], tuple(sorted(data)), tuple(sorted(fields.items())))
+            got.append((*identity, data.get("total_bytes")))
+            if data["type"] == "session.done":
+                break
+        await ws.send_json({"type": "session.close"})
+        closing = await ws.receive()
+        got.append(("closed", closing.type == aiohttp.WSMsgType.CLOSE))
+    return got
+
+
+def _without_audio_sizes(got: list[tuple]) -> list[tuple]:
+    """The messages with each run of audio frames as one ("audio",): the number and sizes
+    of frames follow the utterance's length, which each engine sets its own way."""
+    out: list[tuple] = []
+    for item in got:
+        if item[0] == "audio":
+            if not out or out[-1] != ("audio",):
+                out.append(("audio",))
+        else:
+            out.append(item[:3])
+    return out
+
+
+def test_websocket_session_matches_0_30_0(pair):
+    standin, real = pair
+    s_got, r_got = (asyncio.run(_ws_session(p)) for p in pair)
+    assert _without_audio_sizes(s_got) == _without_audio_sizes(r_got)
+    # And in each, every audio.done counts the bytes of the frames before it.
+    for got in (s_got, r_got):
+        frames = 0
+        for item in got:
+            if item[0] == "audio":
+                frames += item[1]
+            elif item[0] == "audio.done":
+                assert item[3] == frames > 0, got
+                frames = 0
+    assert ("closed", True) in s_got

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.contract.conftest import SERVER, thetalker_cli
+from tests.contract.conftest import SERVER, clear_uploaded_voices, thetalker_cli
 from thetalker.data.wavio import write_wav
 from thetalker.lifecycle.deploy import resolve
 from thetalker.lifecycle.launch import ServerSpec, group_alive, launch_server
@@ -29,7 +29,9 @@ def ref_clip(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def qwen(server_factory):
-    return server_factory(QWEN, resolve("qwen3tts17b").path)
+    server = server_factory(QWEN, resolve("qwen3tts17b").path)
+    clear_uploaded_voices(server.base_url)  # shared with other modules: start from none
+    return server
 
 
 def voice(server, *args: str):

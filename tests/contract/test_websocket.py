@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.contract.helpers import QWEN, QWEN_DEPLOY, QWEN_EXTRA, REF_TEXT, bench
 from tests.contract.schedule import PROFILES, chunk_samples
-from tests.contract.test_bench import QWEN, QWEN_DEPLOY, QWEN_EXTRA, REF_TEXT, bench
-from tests.contract.test_bench import ref_clip as ref_clip  # the fixture
 from thetalker.lifecycle.deploy import resolve
 
 # Each sentence says how long its audio is (the fake engine reads `[frames=N]`).

@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,7 +28,14 @@ import numpy as np
 import pytest
 
 from tests.support.paths import REPO
-from tests.support.processes import cmdline, pid_alive
+from tests.support.processes import (
+    cmdline,
+    pid_alive,
+    port_open,
+    session_pids,
+    stop_group,
+    wait_healthy,
+)
 from tests.support.scripted_server import Script, start_scripted_server
 from tests.support.server_fixtures import start_local_server
 from thetalker.lifecycle.launch import free_port
@@ -59,47 +65,6 @@ def python_example(name: str, *args: str, timeout: float = 120) -> subprocess.Co
 def read_wav(path: Path) -> tuple[bytes, int, int, int]:
     with wave.open(str(path), "rb") as w:
         return w.readframes(w.getnframes()), w.getframerate(), w.getnchannels(), w.getsampwidth()
-
-
-def stop_group(proc: subprocess.Popen, grace_s: float = 15) -> None:
-    """SIGTERM to the process group, SIGKILL after the grace."""
-    if proc.poll() is None:
-        with _ignore_gone():
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            with _ignore_gone():
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-
-
-class _ignore_gone:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, *_rest) -> bool:
-        return kind is ProcessLookupError
-
-
-def wait_healthy(base_url: str, proc: subprocess.Popen, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited with {proc.returncode} during startup")
-        try:
-            with urllib.request.urlopen(base_url + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"{base_url} not healthy after {timeout_s} s")
-
-
-def port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def speak_pcm(base_url: str, text: str) -> bytes:
@@ -421,9 +386,6 @@ def test_serve_sh_piper_joe_serves_locally_and_stops_on_sigterm(tmp_path: Path) 
     assert "thetalker-serve-local" in log and "piper-joe.yaml" in log
 
 
-@pytest.mark.skipif(
-    not (STANDINS / "vllm-omni").exists(), reason="tests/standins/vllm-omni not in the tree"
-)
 def test_serve_sh_moss_under_mps_with_the_vllm_omni_standin(tmp_path: Path) -> None:
     port = free_port()
     env = {
@@ -438,7 +400,7 @@ def test_serve_sh_moss_under_mps_with_the_vllm_omni_standin(tmp_path: Path) -> N
     proc = _start_serve_sh(["tuned", str(port)], env, tmp_path / "serve.log")  # alias of moss
     try:
         wait_healthy(f"http://127.0.0.1:{port}", proc, timeout_s=60)
-        group = _group_pids(proc.pid)
+        group = session_pids(proc.pid)
         server = [p for p in group if "serve" in cmdline(p) and "vllm-omni" in cmdline(p)]
         assert len(server) == 1
         argv = cmdline(server[0])
@@ -463,9 +425,6 @@ def test_serve_sh_moss_under_mps_with_the_vllm_omni_standin(tmp_path: Path) -> N
         stop_group(proc)
 
 
-@pytest.mark.skipif(
-    not (STANDINS / "vllm-omni").exists(), reason="tests/standins/vllm-omni not in the tree"
-)
 def test_serve_sh_stops_the_workers_of_a_server_that_died(tmp_path: Path) -> None:
     env = {
         **os.environ,
@@ -478,29 +437,14 @@ def test_serve_sh_stops_the_workers_of_a_server_that_died(tmp_path: Path) -> Non
     proc = _start_serve_sh(["omnivoice", str(free_port())], env, tmp_path / "serve.log")
     try:
         assert proc.wait(60) == 3  # the server's own exit status
-        left = [p for p in _group_pids(proc.pid) if pid_alive(p)]
+        left = [p for p in session_pids(proc.pid) if pid_alive(p)]
         assert not left, f"left running: {[cmdline(p) for p in left]}"
         assert "stage 1 worker started" in (tmp_path / "serve.log").read_text()
     finally:
         stop_group(proc)
-        for pid in _group_pids(proc.pid):
+        for pid in session_pids(proc.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-
-
-def _group_pids(pid: int) -> list[int]:
-    """Every process in the script's session (its server has a group of its own); the
-    script leads its session (start_new_session), which outlives it while members remain."""
-    sid = pid
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.getsid(int(entry.name)) == sid:
-                    pids.append(int(entry.name))
-            except (ProcessLookupError, PermissionError):
-                continue
-    return pids
 
 
 def _environ(pid: int) -> dict[str, str]:

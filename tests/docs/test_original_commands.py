@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.test_examples import stop_group, wait_healthy
 from tests.support.paths import REPO
+from tests.support.processes import stop_group, wait_healthy
 from tests.support.scripted_server import Script, start_scripted_server
 from tests.support.server_fixtures import LocalServer, local_server  # noqa: F401 (the fixture)
 from thetalker.lifecycle.deploy import ALIASES, REGISTRY, names, resolve
@@ -190,7 +190,6 @@ def _serve(command: str, cwd: Path, log: Path, **env: str) -> subprocess.Popen[b
         )
 
 
-@pytest.mark.skipif(not (STANDINS / "vllm-omni").exists(), reason="no vllm-omni stand-in")
 @pytest.mark.parametrize(
     ("model", "served"),
     [
@@ -224,7 +223,6 @@ def test_serve_sh_under_mps_with_the_vllm_omni_standin(
         stop_group(proc)
 
 
-@pytest.mark.skipif(not (STANDINS / "vllm-omni").exists(), reason="no vllm-omni stand-in")
 def test_vllm_omni_serve_with_the_deploy_file_it_names(workdir: Path) -> None:
     port = free_port()
     command = (

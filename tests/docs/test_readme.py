@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 from tests.support.paths import REPO
+from tests.support.readme import first_code_block_lines
 
 ROOT = REPO
-
-
-def _first_code_block_lines() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"```(?:bash|sh)?\n(.*?)```", text, re.S)
-    assert block, "README.md has no code block"
-    return [line for line in block.group(1).splitlines() if line.strip()]
+_first_code_block_lines = first_code_block_lines
 
 
 def test_readme_starts_with_exactly_two_commands():

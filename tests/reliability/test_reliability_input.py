@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.reliability.test_reliability_workflow import copy_workflow, smk, tiny_config
+from tests.support.config_checks import COMMON_SMK_CHECKS, parse_time_error
+from tests.support.paths import REPO
+from tests.support.workflow_copy import copy_workflow, smk, tiny_config
 from thetalker.data import wavio
 
 BAD_PROMPTS = {
@@ -145,19 +147,36 @@ def _one_line_naming(output: str, *words: str) -> str | None:
     return next((line for line in output.splitlines() if all(w in line for w in words)), None)
 
 
-# Each case costs a Snakemake start: the ones another test already covers in kind run as slow.
-SLOW_CASES = {"wrong-type", "negative-concurrency", "empty-prompts", "missing-transcript"}
-SLOW_CASES |= {"clip-too-long", "deploy-a-list", "deploy-not-utf8", "nan-timeout"}
+# Every case is checked in-process, through the functions rules/common.smk calls; these few
+# also through Snakemake itself (one of each kind: prompts, schema, deploy file, names, clip).
+END_TO_END = {"broken-json-line", "wrong-type", "deploy-bad-yaml", "underscore-name"}
+END_TO_END |= {"missing-clip"}
+
+
+def test_the_in_process_checks_are_the_ones_common_smk_runs(bad_workflow: Path) -> None:
+    assert parse_time_error(tiny_config(), bad_workflow) is None  # the good config passes
+    text = (REPO / "rules" / "common.smk").read_text()
+    lines = [line.split("  #", 1)[0].strip() for line in text.splitlines()]  # without comments
+    at = [lines.index(check) for check in COMMON_SMK_CHECKS]
+    assert at == sorted(at), "rules/common.smk runs its checks in another order"
+    calls = [line for line in lines if line.startswith(("wfc.check_", "validate("))]
+    assert calls == list(COMMON_SMK_CHECKS), "a parse-time check was added: mirror it"
+
+
+@pytest.mark.parametrize(("edit", "place", "what"), [pytest.param(*c[1:], id=c[0]) for c in CASES])
+def test_bad_input_is_refused_naming_it(bad_workflow: Path, edit, place: str, what: str):
+    message = parse_time_error(edit(copy.deepcopy(tiny_config())), bad_workflow)
+    assert message is not None, "accepted"
+    assert _one_line_naming(message, place) and _one_line_naming(message, what), message
 
 
 @pytest.mark.parametrize(
     ("edit", "place", "what"),
-    [
-        pytest.param(*case[1:], id=case[0], marks=[pytest.mark.slow] * (case[0] in SLOW_CASES))
-        for case in CASES
-    ],
+    [pytest.param(*c[1:], id=c[0]) for c in CASES if c[0] in END_TO_END],
 )
-def test_bad_input_is_refused_before_planning(bad_workflow: Path, edit, place: str, what: str):
+def test_bad_input_is_refused_by_snakemake_before_planning(
+    bad_workflow: Path, edit, place: str, what: str
+):
     config = edit(copy.deepcopy(tiny_config()))
     name = f"{place.replace('/', '_').replace(':', '_')}-{abs(hash(what))}.yaml"
     (bad_workflow / name).write_text(yaml.safe_dump(config, sort_keys=False))

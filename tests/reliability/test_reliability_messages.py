@@ -19,21 +19,20 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from tests.reliability.test_reliability_workflow import (
+from tests.support.paths import REPO
+from tests.support.processes import kill_pids
+from tests.support.scripted_server import ScriptedServer
+from tests.support.workflow_copy import (
     POINT,
     SNAKEMAKE,
-    _serving_with_records,
-    _start,
     copy_workflow,
-    kill_pids,
     server_pids_in,
+    serving_with_records,
     smk,
+    start_snakemake,
     tiny_config,
     wait_for,
-    workdir,  # noqa: F401 (the fixture)
 )
-from tests.support.paths import REPO
-from tests.support.scripted_server import ScriptedServer
 from thetalker.client import BenchOptions, run_benchmark
 from thetalker.data.prompts import Prompt
 from thetalker.pipeline.config_checks import bench_job
@@ -168,7 +167,7 @@ def test_asr_on_an_empty_records_file_is_an_error(tmp_path: Path):
     assert not (tmp_path / "t.jsonl").exists()
 
 
-# --- the bench job (python -m thetalker.bench, the former name of serve_and_sweep) ----------
+# --- the bench job (python -m thetalker.pipeline.serve_and_sweep, as rules/bench.smk runs it) -
 
 
 def _job(tmp_path: Path, **changes: Any) -> str:
@@ -199,7 +198,8 @@ def test_bad_job_values_exit_2_before_any_server(tmp_path: Path, changes: dict, 
     job = _job(tmp_path, **changes)
     log = tmp_path / "server.log"
     done = subprocess.run(
-        [sys.executable, "-m", "thetalker.bench", "--job", job, "--server-log", str(log),
+        [sys.executable, "-m", "thetalker.pipeline.serve_and_sweep", "--job", job,
+         "--server-log", str(log),
          "--records", str(tmp_path / "c1" / "records.jsonl")],
         capture_output=True, text=True, cwd=tmp_path / "wf", timeout=60,
     )  # fmt: skip
@@ -260,15 +260,15 @@ def test_the_end_of_run_block_lists_each_point_with_failures(tmp_path: Path):
 
 @pytest.mark.slow
 def test_a_server_dying_under_max_error_rate_1_is_warned_in_the_log_and_at_the_end(
-    workdir: Path,  # noqa: F811 (the fixture)
+    workdir: Path,
 ):
     """The published setting accepts any failure rate: the run succeeds, and says so."""
     config = tiny_config(requests=400)
     config["max_error_rate"] = 1.0
     (workdir / "tiny.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    proc = _start([SNAKEMAKE, "results/points.csv", "--configfile", "tiny.yaml"], workdir)
+    proc = start_snakemake([SNAKEMAKE, "results/points.csv", "--configfile", "tiny.yaml"], workdir)
     try:
-        wait_for(_serving_with_records(workdir, 2, proc), 240, "the bench job to finish 2")
+        wait_for(serving_with_records(workdir, 2, proc), 240, "the bench job to finish 2")
         kill_pids(server_pids_in(workdir))
         out, _ = proc.communicate(timeout=300)
     finally:

@@ -15,14 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.test_reliability_workflow import (
-    POINT,
-    SERVER_LOG,
-    copy_workflow,
-    smk,
-    tiny_config,
-)
-from tests.workflow.test_workflow_capacity import job, records_files
+from tests.support.bench_jobs import job, records_files
+from tests.support.workflow_copy import POINT, SERVER_LOG, copy_workflow, smk, tiny_config
 from thetalker.lifecycle.run_lock import RunBusyError, held_locks, lock_path, run_lock
 from thetalker.pipeline.serve_and_sweep import run_job
 

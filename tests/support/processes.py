@@ -9,9 +9,24 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
+import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
-__all__ = ["pid_alive", "cmdline", "processes_in", "kill_pids"]
+__all__ = [
+    "pid_alive",
+    "cmdline",
+    "processes_in",
+    "kill_pids",
+    "session_pids",
+    "stop_group",
+    "wait_healthy",
+    "port_open",
+    "run_in_group",
+    "stop_tree",
+]
 
 _PROC = Path("/proc")
 
@@ -59,3 +74,98 @@ def kill_pids(pids: list[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+
+
+def session_pids(sid: int) -> list[int]:
+    """Every process of session `sid` (a process started with start_new_session leads one,
+    which outlives it while members remain)."""
+    pids = []
+    for entry in _PROC.iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) == sid:
+                    pids.append(int(entry.name))
+            except (ProcessLookupError, PermissionError):
+                continue
+    return pids
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = 15) -> None:
+    """SIGTERM to the process group `proc` leads, SIGKILL after the grace."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+def wait_healthy(base_url: str, proc: subprocess.Popen, timeout_s: float = 120) -> None:
+    """Until `base_url/health` answers 200; fails when `proc` exits first or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited with {proc.returncode} during startup")
+        try:
+            with urllib.request.urlopen(base_url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"{base_url} not healthy after {timeout_s} s")
+
+
+def port_open(port: int) -> bool:
+    """Something listens on 127.0.0.1:`port`."""
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def stop_tree(proc: subprocess.Popen, cwd: Path | None = None, grace_s: float = 20.0) -> None:
+    """Stop what `proc` started: SIGTERM to its process group (Snakemake hands it to its jobs,
+    and a bench job stops its server), then SIGKILL to the group and to every process still
+    running with its working directory inside `cwd` (servers lead groups of their own but
+    inherit the job's folder)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace_s)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    if cwd is not None:
+        kill_pids(processes_in(Path(cwd)))
+    with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
+        proc.communicate(timeout=10)  # reap it, close its pipes
+
+
+def run_in_group(
+    cmd: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    timeout: float,
+    grace_s: float = 20.0,
+) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(cmd, capture_output=True, text=True)` in a session of its own; when it
+    times out, or the test is stopped around it (pytest-timeout, Ctrl-C), the whole tree it
+    started is stopped (`stop_tree`), not only its first process."""
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        stop_tree(proc, cwd, grace_s)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

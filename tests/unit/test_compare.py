@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_report import make_record
+from tests.support.records import make_record
 from thetalker import metrics
 from thetalker.cli import compare as compare_cli
 from thetalker.data.records import append_record, write_json

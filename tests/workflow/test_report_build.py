@@ -1,5 +1,5 @@
 """`snakemake --report` on the embedded default after a real run (the tiny run of
-tests/workflow/test_workflow_quality.py, shared within the pytest process): the HTML bundles every
+the `quality_run` fixture of tests/workflow/conftest.py, once per session): the HTML bundles every
 table and figure with its caption, the WER comparisons, and the provenance of every point."""
 
 from __future__ import annotations
@@ -8,12 +8,8 @@ import re
 
 import pytest
 
-from tests.workflow.test_workflow_quality import (
-    ROOT,
-    embedded_quality_run,
-    run_smk,
-    tiny_quality_config,
-)
+from tests.support.paths import REPO as ROOT
+from tests.support.workflow_copy import smk_offline, tiny_quality_config
 
 # Caption files whose text must be in the report: what each table and figure shows.
 CAPTIONS = (
@@ -37,9 +33,9 @@ def caption_opening(name: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def report_html(tmp_path_factory: pytest.TempPathFactory) -> str:
-    workdir, config = embedded_quality_run(tmp_path_factory)
-    result = run_smk(workdir, "--report", "results/report.html", "--configfile", config)
+def report_html(quality_run: tuple) -> str:
+    workdir, config = quality_run
+    result = smk_offline(workdir, "--report", "results/report.html", "--configfile", config)
     assert result.returncode == 0, result.stderr[-3000:]
     return (workdir / "results" / "report.html").read_text(encoding="utf-8")
 
@@ -67,8 +63,8 @@ def test_report_bundles_tables_figures_and_provenance(report_html):
 
 
 @pytest.mark.slow
-def test_provenance_table_has_one_row_per_speed_point(tmp_path_factory):
-    workdir, _ = embedded_quality_run(tmp_path_factory)
+def test_provenance_table_has_one_row_per_speed_point(quality_run):
+    workdir, _ = quality_run
     table = (workdir / "results/tables/provenance.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| local")]
     # Every system of the default config x concurrency 1, 2 (a grid of two adjacent points:

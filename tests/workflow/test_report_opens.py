@@ -2,7 +2,9 @@
 
 A fresh copy of the workflow (tests/support/workflow_copy.py: what a clone holds, no `results/`, no
 `.snakemake/`) runs the README's first command, without its `pip install` (the package is
-installed already; installing a copy would replace the editable install), then each line
+installed already; installing a copy would replace the editable install): the session's one
+default run (`default_workflow_run`, tests/conftest.py), shared with the knee and capacity
+tests. Then each line
 of the README's report block exactly, in order, with bash. Snakemake's `--report` builds
 nothing, so each report line must name what was built before it; this test fails when the
 README's commands stop producing a report that opens (the issue a user hit:
@@ -19,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.workflow_copy import REPO, copy_workflow, smk_env
+from tests.support.processes import run_in_group
+from tests.support.readme import readme_commands
+from tests.support.workflow_copy import smk_env
 
 pytestmark = pytest.mark.slow
 
@@ -30,25 +34,11 @@ DATA_URI = re.compile(
 )
 
 
-def readme_commands() -> tuple[str, list[str]]:
-    """The snakemake part of the README's first line, and the lines of its report block."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
-    first_line = blocks[0].splitlines()[0]
-    first = first_line.split("&&", 1)[1].strip()  # after `pip install -e '.[local]'`
-    report = next(b for b in blocks if "--report" in b)
-    return first, [line for line in report.splitlines() if line.strip()]
-
-
-def bash(command: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", "-c", command],
-        cwd=cwd,
-        env=smk_env(standins=False),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
+def bash(command: str, cwd: Path, timeout: float = 840) -> subprocess.CompletedProcess[str]:
+    """A README line, as a user types it (no stand-ins on PATH); its whole tree is stopped on
+    a timeout."""
+    return run_in_group(
+        ["bash", "-c", command], cwd=cwd, env=smk_env(standins=False), timeout=timeout
     )
 
 
@@ -69,13 +59,13 @@ def check_tables(workdir: Path, files: dict[str, bytes], stems: tuple[str, ...])
 
 
 @pytest.fixture(scope="module")
-def after_first_command(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    workdir = copy_workflow(tmp_path_factory.mktemp("fresh-clone"))
+def after_first_command(default_workflow_run: Path) -> Path:
+    """The README's first command, run as written on a fresh copy: tests/conftest.py's
+    `default_workflow_run`, the one default run of the test session."""
     first, _ = readme_commands()
     assert first == "snakemake --cores 2 results/tables/throughput.md"
-    result = bash(first, workdir)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return workdir
+    assert (default_workflow_run / "results" / "tables" / "throughput.md").is_file()
+    return default_workflow_run
 
 
 def test_the_readme_names_a_report_line_for_the_first_command() -> None:

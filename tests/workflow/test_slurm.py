@@ -22,6 +22,7 @@ import pytest
 
 from tests.support import workflow_copy
 from tests.support.paths import REPO
+from tests.support.slurm import cluster_or_skip
 from thetalker.data.records import read_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
@@ -30,8 +31,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 # The workflow's parts as every workflow test copies them (deploy/ is copied below).
 WORKFLOW_PARTS = tuple(p for p in workflow_copy.WORKFLOW_PARTS if p != "deploy")
 OPTIONAL_PARTS: tuple[str, ...] = ()
-# States in which the node takes our jobs (mixed/allocated: busy, our jobs queue behind).
-USABLE_STATES = {"idle", "mixed", "allocated", "completing"}
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: ([^)]+)\)")
 
 TINY_CONFIG = """\
@@ -57,23 +56,6 @@ models:
 SYSTEMS = ("local", "local-stock")
 
 
-def _cluster_or_skip() -> None:
-    """Skip, with the reason, unless sinfo answers and the node can take jobs."""
-    for tool in ("sinfo", "sbatch", "squeue", "scontrol"):
-        if shutil.which(tool) is None:
-            pytest.skip(
-                f"Slurm test: {tool} not found (no Slurm client; .ci/slurm-up.sh starts one)"
-            )
-    done = subprocess.run(
-        ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=30, check=False
-    )
-    if done.returncode != 0:
-        pytest.skip(f"Slurm test: sinfo failed ({done.stderr.strip() or done.returncode})")
-    states = {s.strip().rstrip("*~#") for s in done.stdout.split()}
-    if not states & USABLE_STATES:
-        pytest.skip(f"Slurm test: no node can take jobs (sinfo states: {sorted(states)})")
-
-
 def _copy_workflow(dest: Path) -> None:
     missing = [p for p in WORKFLOW_PARTS if not (REPO / p).exists()]
     assert not missing, f"workflow parts missing from the repository: {missing}"
@@ -95,7 +77,7 @@ def _copy_workflow(dest: Path) -> None:
 
 
 def test_workflow_runs_through_the_slurm_profile(tmp_path) -> None:
-    _cluster_or_skip()
+    cluster_or_skip()
     workdir = (tmp_path / "workflow").resolve()  # the path Snakemake prints
     _copy_workflow(workdir)
     cmd = [

@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,14 @@ import yaml
 
 from tests.support.processes import processes_in
 from tests.support.workflow_copy import REPO as ROOT
-from tests.support.workflow_copy import STANDINS, copy_workflow, smk
+from tests.support.workflow_copy import (
+    bench_jobs,
+    copy_workflow,
+    planned_jobs,
+    rules_of,
+    smk,
+    write_config,
+)
 from thetalker.data.records import read_records
 from thetalker.metrics import summarize_point
 
@@ -31,34 +37,6 @@ def workflow(tmp_path: Path) -> Path:
     assert not leftovers, f"processes left running in the workflow copy: {leftovers}"
 
 
-def planned_jobs(output: str) -> list[tuple[str, dict[str, str], str]]:
-    """(rule, wildcards, reason) of each job a `-n` run lists."""
-    jobs = []
-    blocks = re.split(r"^(?:local)?rule (\w+):\n", output, flags=re.M)
-    for rule, body in zip(blocks[1::2], blocks[2::2], strict=True):
-        wildcards = {}
-        match = re.search(r"^\s+wildcards: (.*)$", body, re.M)
-        if match:
-            wildcards = dict(kv.split("=", 1) for kv in match.group(1).split(", "))
-        reason = re.search(r"^\s+reason: (.*)$", body, re.M)
-        jobs.append((rule, wildcards, reason.group(1) if reason else ""))
-    return jobs
-
-
-def bench_jobs(output: str) -> set[tuple[str, str]]:
-    return {(w["system"], w["model"]) for rule, w, _ in planned_jobs(output) if rule == "bench"}
-
-
-def rules_of(output: str) -> set[str]:
-    return {rule for rule, _, _ in planned_jobs(output)}
-
-
-def write_config(workflow: Path, name: str, config: dict) -> str:
-    path = workflow / "configs" / name
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return f"configs/{name}"
-
-
 def test_lint_is_clean(workflow):
     result = smk(workflow, "--lint")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -71,10 +49,9 @@ def test_snakefmt_is_clean():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_published_dry_run_lists_one_serving_job_per_system_and_model(workflow):
-    result = smk(workflow, "-n", "--configfile", "config/published.yaml")
-    assert result.returncode == 0, result.stderr
-    published = yaml.safe_load((workflow / "config" / "published.yaml").read_text())
+def test_published_dry_run_lists_one_serving_job_per_system_and_model(published_dry_run):
+    result = published_dry_run
+    published = yaml.safe_load((ROOT / "config" / "published.yaml").read_text())
     # Each system on its `models` (the Nari systems: Qwen3-TTS 1.7B CustomVoice alone;
     # sglang-omni: both Qwen3-TTS CustomVoice checkpoints).
     expected = {
@@ -125,14 +102,10 @@ def test_bad_config_field_fails_naming_it(workflow, edit, field):
     assert not planned_jobs(result.stdout)  # refused before planning anything
 
 
-@pytest.mark.skipif(not (STANDINS / "vllm-omni").exists(), reason="stand-in vllm-omni missing")
 def test_never_healthy_server_fails_within_timeout_and_leaves_nothing(workflow):
-    started = time.monotonic()
-    result = smk(workflow, "--configfile", "configs/never_healthy.yaml", timeout=300)
-    elapsed = time.monotonic() - started
+    result = smk(workflow, "--configfile", "configs/never_healthy.yaml", timeout=240)
     assert result.returncode != 0
-    # The health timeout is 3 s; generous room for Snakemake and a shared machine.
-    assert elapsed < 120
+    # It gave up at its own 3 s health timeout (its log says so), whatever the machine's speed.
     bench_log = (workflow / "results/logs/hang/qwen3tts06b/bench.log").read_text()
     assert "not healthy after 3 s" in bench_log
     assert (workflow / "results/logs/hang/qwen3tts06b/server.log").is_file()
@@ -173,7 +146,6 @@ def test_repeats_and_request_rates_plan_rounds_and_rate_points(workflow):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (STANDINS / "vllm-omni").exists(), reason="stand-in vllm-omni missing")
 def test_deploy_edit_reruns_only_the_system_and_model_serving_it(workflow):
     config = "configs/standin.yaml"
     result = smk(workflow, "--configfile", config)
@@ -215,10 +187,13 @@ def test_deploy_edit_reruns_only_the_system_and_model_serving_it(workflow):
 
 
 @pytest.mark.slow
-def test_embedded_default_end_to_end_then_tables_rebuild_from_records(workflow):
-    config = "configs/embedded_tiny.yaml"
-    result = smk(workflow, "results/tables/throughput.md", "--configfile", config)
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_embedded_default_end_to_end_then_tables_rebuild_from_records(
+    default_workflow_run: Path, tmp_path: Path
+):
+    # The session's default run (the README's first command, tests/conftest.py), copied with
+    # Snakemake's metadata so this test may delete its tables.
+    workflow = tmp_path / "wf"
+    shutil.copytree(default_workflow_run, workflow, symlinks=True)
     tables = workflow / "results" / "tables"
     for name in ("throughput", "continuity", "ttfa", "cost"):
         assert (tables / f"{name}.md").is_file(), name
@@ -240,8 +215,8 @@ def test_embedded_default_end_to_end_then_tables_rebuild_from_records(workflow):
 
     # Deleting the tables reruns no benchmark: they come back from records.jsonl alone.
     shutil.rmtree(tables)
-    dry = smk(workflow, "-n", "results/tables/throughput.md", "--configfile", config)
+    dry = smk(workflow, "-n", "results/tables/throughput.md")
     assert rules_of(dry.stdout) == {"tables"}
-    again = smk(workflow, "results/tables/throughput.md", "--configfile", config)
+    again = smk(workflow, "--cores", "2", *(f"results/tables/{name}" for name in before))
     assert again.returncode == 0, again.stderr[-3000:]
     assert {p.name: p.read_text() for p in tables.iterdir()} == before

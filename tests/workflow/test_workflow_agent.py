@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -68,22 +66,14 @@ def test_agent_settings_are_checked_by_the_schema() -> None:
             validate_and_fill(broken, str(ROOT / "config" / "schema.yaml"))
 
 
-def test_published_config_plans_the_agent_mode_on_vllm_omni() -> None:
+def test_published_config_plans_the_agent_mode_on_vllm_omni(published_dry_run) -> None:
     config = checked("published.yaml")
     # vllm-omni's sentence-split socket beside Nari's, whose text streams into one request.
     assert wfc.agent_systems(config) == ["vllm-omni-agent", "nari-agent"]
     job = wfc.bench_job(config, "vllm-omni-agent", "qwen3tts17b")
     assert job.launcher == "vllm-omni" and job.agent["protocol"] == "websocket"
     assert job.model_id == "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
-    plan = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--configfile", "config/published.yaml"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert plan.returncode == 0, plan.stderr[-3000:]
-    out = plan.stdout + plan.stderr
+    out = published_dry_run.stdout + published_dry_run.stderr
     assert "results/tables/agent.md" in out
     assert "results/runs/vllm-omni-agent/qwen3tts17b/c32/records.jsonl" in out
 
@@ -91,6 +81,7 @@ def test_published_config_plans_the_agent_mode_on_vllm_omni() -> None:
 def _session(i: int, ok: bool = True) -> dict:
     return {
         "request_index": i,
+        "sample_id": f"s{i}",
         "warmup": False,
         "ok": ok,
         "t_submit_s": float(i),
@@ -117,6 +108,10 @@ def write_point(root: Path, system: str, n: int, records: list[dict]) -> Path:
     with path.open("w") as fh:
         for r in records:
             full = {f: None for f in RECORD_FIELDS} | {"chunk_arrival_s": [], "chunk_bytes": []}
+            # The fields every record carries (records.py checks their types on reading).
+            full |= {"text": "Hello there.", "text_chars": 12, "connection_reused": False}
+            full |= {"leading_silence_s": 0.0, "sample_rate": 24000, "underrun_events": 0}
+            full |= {"stalls": 0, "stall_s": 0.0, "protocol": "websocket"}
             fh.write(json.dumps(full | r) + "\n")
     return path
 
@@ -146,3 +141,34 @@ def test_agent_table_names_a_misplaced_file(tmp_path: Path, capsys) -> None:
     path.write_text("")
     assert agent_report.main(["--records", str(path), "--table", str(tmp_path / "t.md")]) == 2
     assert "not under a c<N> point folder" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_agent_system_runs_against_the_standins_socket(tmp_path: Path) -> None:
+    """The published agent system end to end: Snakemake starts the stand-in vllm-omni, the
+    bench job drives its /v1/audio/speech/stream sessions, agent.md is made from the records
+    (the stand-in's socket is checked against 0.30.0's in tests/contract/test_standin.py)."""
+    import shutil
+
+    from tests.support.processes import processes_in
+    from tests.support.workflow_copy import copy_workflow, smk
+    from thetalker.data.records import read_records
+
+    workdir = copy_workflow(tmp_path / "wf")
+    shutil.copy2(ROOT / "tests" / "configs" / "standin_agent.yaml", workdir / "agent.yaml")
+    targets = ("results/tables/agent.md", "results/tables/throughput.md")
+    try:
+        result = smk(workdir, "--cores", "2", *targets, "--configfile", "agent.yaml")
+    finally:
+        assert not processes_in(workdir), "a server outlived the run"
+    assert result.returncode == 0, result.stderr[-3000:]
+    for c in (1, 2):
+        path = workdir / f"results/runs/vllm-omni-agent/qwen3tts17b/c{c}/records.jsonl"
+        scored = [r for r in read_records(path) if not r["warmup"]]
+        assert len(scored) == 2 and all(r["ok"] for r in scored), scored
+        # Sessions, not single requests: text went out in pieces, audio came per sentence.
+        assert all(r["text_piece_s"] and r["ttfa_first_text_s"] is not None for r in scored)
+        assert all(len(r["chunk_bytes"]) >= 1 and r["audio_s"] > 0 for r in scored)
+    table = (workdir / "results" / "tables" / "agent.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| vllm-omni-agent")]
+    assert len(rows) == 2, table

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.bench_jobs import job, records_files
 from tests.support.scripted_server import Script, ScriptedServer, start_scripted_server
 from thetalker.pipeline.job import BenchJob
 from thetalker.pipeline.serve_and_sweep import run_job
@@ -61,48 +62,6 @@ def scripted(k: int) -> Iterator[Any]:
             yield Handle()
 
         yield launch
-
-
-def job(tmp_path: Path, **changes: Any) -> BenchJob:
-    prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text(
-        "".join(
-            json.dumps({"sample_id": f"s{i}", "text": f"Sentence {i}."}) + "\n" for i in range(40)
-        )
-    )
-    spec: dict[str, Any] = dict(
-        system="scripted",
-        model="m",
-        launcher="local",
-        model_id="scripted-model",
-        deploy_file=None,
-        deploy_sha256=None,
-        env={},
-        extra_args=(),
-        mps=False,
-        sample_rate=None,
-        language="English",
-        voice={"speaker": "joe"},
-        ref_audio=None,
-        ref_text=None,
-        prompts=str(prompts),
-        concurrency=(1, 2, 8),
-        requests={1: 2, 2: 4, 8: 8},
-        warmup=0,
-        seed=1,
-        request_timeout_s=30,
-        health_timeout_s=30,
-        max_error_rate=0.0,
-        save_audio=False,
-        capacity={"max_steps": 3, "min_continuity_pct": 95.0, "ttfa_slo_s": None},
-    )
-    spec.update(changes)
-    return BenchJob(**spec)
-
-
-def records_files(run: Path, spec: BenchJob) -> list[Path]:
-    rounds = [f"round{k}" for k in range(1, spec.repeats + 1)] if spec.repeats > 1 else [""]
-    return [run / label / r / "records.jsonl" for label in spec.point_labels() for r in rounds]
 
 
 def run(tmp_path: Path, k: int, **changes: Any) -> tuple[BenchJob, Path, dict[str, Any]]:

