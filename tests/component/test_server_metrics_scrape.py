@@ -68,4 +68,5 @@ async def test_servers_without_metrics_are_no_server_metrics(aiohttp_client: Any
         await asyncio.to_thread(scraper.end)
         data = scraper.result()
         assert data["available"] is False and reason in data["reason"], data
-        assert scraper.note(["vllm-omni", "serve", "--log-stats"])["log_stats"] is True
+        assert scraper.note(["vllm-omni", "serve", "m", "--omni", "--log-stats"])["log_stats"]
+        assert scraper.note(["python", "-m", "thetalker.server"])["log_stats"] is None

@@ -13,7 +13,9 @@ provenance (the GPU sampler):
   over the streams it completed;
 - requests the server counted (streams completed + aborted; without stream families, the
   requests it finished) against the scored requests the client sent: `lost` = sent -
-  counted, non-zero when a request went missing between them;
+  counted, non-zero when a request went missing between them (not for the agent mode's
+  WebSocket sessions: one is many generations, or none the server counts as a stream, so
+  counts, the gap and the figure's parts are left out there);
 - the gap client TTFA mean - server TTFP mean: connection, HTTP, network and the client;
 - GPU busy (the sampler's mean utilization) and its peak memory.
 
@@ -126,7 +128,9 @@ def _client(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     scored = [r for r in records if not r.get("warmup")]
     ok = [r for r in scored if r.get("ok") and r.get("ttfa_s") is not None]
     ttfa = np.asarray([float(r["ttfa_s"]) for r in ok], dtype=float)
+    websocket = any(r.get("protocol") == "websocket" for r in scored)
     return {
+        "client_protocol": "websocket" if websocket else "http",
         "client_sent": len(scored),
         "client_ok": sum(1 for r in scored if r.get("ok")),
         "client_ttfa_p50_s": float(np.percentile(ttfa, 50)) if ttfa.size else None,
@@ -201,6 +205,12 @@ def reconcile(
     row["server_counted"] = counted
     row["server_counted_from"] = basis
     row["lost"] = row["client_sent"] - counted
+    if row["client_protocol"] == "websocket":
+        # A session is many speech generations (one a sentence) or none the server counts
+        # as a stream: neither its counts nor its first audio line up with the client's.
+        row.update(server_counted=None, server_counted_from=None, lost=None)
+        row.update(gap_mean_s=None, gap_p50_s=None, **_parts({}))
+        return row
     client_mean, server_mean = row["client_ttfa_mean_s"], row["server_ttfp_mean_s"]
     row["gap_mean_s"] = (
         client_mean - server_mean if client_mean is not None and server_mean is not None else None
@@ -323,7 +333,10 @@ def server_table(rows: Sequence[Mapping[str, Any]]) -> str:
             reason = f"no server metrics ({row.get('server_reason') or 'none recorded'})"
             lines.append([*head, reason, *[""] * 7, *gpu])
             continue
-        counted = f"{row['server_counted']:g} / {row['client_sent']}"
+        if row.get("server_counted") is None:
+            counted = f"n/a ({row.get('client_protocol')} sessions)"
+        else:
+            counted = f"{row['server_counted']:g} / {row['client_sent']}"
         if row.get("lost"):
             counted += f" (**{row['lost']:g} lost**)"
         lines.append(

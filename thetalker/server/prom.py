@@ -34,10 +34,11 @@ __all__ = ["PREFIX", "FIRST_CHUNK_BUCKETS_S", "LATENCY_BUCKETS_S", "Histogram", 
 
 PREFIX = "thetalker:"
 FIRST_CHUNK_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-# vllm-omni's SECONDS_FAST_BUCKETS with a few more at the bottom and vllm-omni's top.
+# Finer than vllm-omni's SECONDS_BUCKETS (this server answers in tenths of a second), to
+# its 300 s top.
 LATENCY_BUCKETS_S = (
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-    30.0, 60.0, 300.0,
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75,
+    1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0,
 )  # fmt: skip
 CONTINUITY_THRESHOLD_MS = 100  # vllm-omni's AUDIO_CONTINUITY_DEFAULT_THRESHOLD_S
 AUDIO_LABELS = 'stage="0",replica="0"'

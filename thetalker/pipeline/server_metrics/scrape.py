@@ -210,7 +210,7 @@ class PointScrape:
 
     def note(self, command: Any) -> dict[str, Any]:
         """What provenance.json says of it: whether the server had metrics, why not, and
-        whether its command line asked for the stats (`--log-stats`, vllm-omni)."""
+        whether a vllm-omni command line asked for the stats (`--log-stats`)."""
         data = self.result()
         argv = [str(a) for a in command or []]
         return {
@@ -218,7 +218,8 @@ class PointScrape:
             "available": data["available"],
             "reason": data.get("reason"),
             "prefix": data.get("prefix"),
-            "log_stats": "--log-stats" in argv,
+            # vllm-omni's own switch; other servers have none (null).
+            "log_stats": ("--log-stats" in argv) if "--omni" in argv else None,
             "gauge_interval_s": self.interval_s,
         }
 
