@@ -73,7 +73,10 @@ def parse_metrics(text: str) -> Snapshot:
     are `_created` timestamps. Raises ValueError on text the parser refuses."""
     families: dict[str, tuple[str, list[Sample]]] = {}
     prefix_seen: str | None = None
-    for family in text_string_to_metric_families(text):
+    # Only the lines naming our families reach the parser: vLLM's /metrics is mostly other
+    # families, and a scrape thread parsing them all would hold the GIL from the client.
+    ours = "\n".join(line for line in text.splitlines() if any(p in line for p in PREFIXES))
+    for family in text_string_to_metric_families(ours + "\n" if ours else ""):
         found = _stem(family.name)
         if found is None or family.name.endswith("_created"):
             continue

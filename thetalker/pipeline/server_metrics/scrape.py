@@ -64,7 +64,7 @@ def scrape(base_url: str, timeout_s: float = TIMEOUT_S) -> Snapshot:
         raise ScrapeError(f"GET /metrics failed: {reason}") from None
     try:
         snapshot = parse_metrics(text)
-    except ValueError as exc:
+    except Exception as exc:  # whatever the parser refuses: not metrics we can read
         raise ScrapeError(f"/metrics is not Prometheus text: {exc}") from None
     if not snapshot.families:
         raise ScrapeError("/metrics has no vllm_omni:, vllm:omni_ or thetalker: families")
