@@ -70,3 +70,18 @@ async def test_servers_without_metrics_are_no_server_metrics(aiohttp_client: Any
         assert data["available"] is False and reason in data["reason"], data
         assert scraper.note(["vllm-omni", "serve", "m", "--omni", "--log-stats"])["log_stats"]
         assert scraper.note(["python", "-m", "thetalker.server"])["log_stats"] is None
+
+
+def test_a_server_kind_without_metrics_is_not_asked() -> None:
+    from thetalker.pipeline.serve_and_sweep import _metrics_path
+
+    assert _metrics_path("nari") is None and _metrics_path("external") is None
+    assert _metrics_path("vllm-omni") == _metrics_path("local") == "/metrics"
+    scraper = PointScrape("http://127.0.0.1:9", path=None)  # nothing listens there either
+    scraper.begin(time.perf_counter())
+    scraper.end()
+    assert scraper.result() == {
+        "version": 1,
+        "available": False,
+        "reason": "the server kind exports no /metrics",
+    }

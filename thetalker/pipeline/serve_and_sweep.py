@@ -212,7 +212,7 @@ class _Session:
             )
             started = utc_now()
             # The server's own view (server_metrics.json): /metrics around the scored requests.
-            scraper = PointScrape(self.server.base_url)
+            scraper = PointScrape(self.server.base_url, path=_metrics_path(job.launcher))
             try:
                 with ResourceSampler(pid=self.server.pid) as sampler:
                     summary = run_benchmark(
@@ -245,6 +245,16 @@ class _Session:
         records = [r for one in read_rounds([d / "records.jsonl" for d in dirs]) for r in one]
         pooled = summarize_point(records, concurrency=load.concurrency)
         return {**pooled, "failure": failure} if failure else pooled
+
+
+def _metrics_path(launcher: str) -> str | None:
+    """Where the server kind exports Prometheus metrics (thetalker.backends), None if nowhere."""
+    from thetalker import backends
+
+    try:
+        return backends.get(launcher).metrics_path
+    except backends.UnknownBackendError:
+        return "/metrics"  # a kind this checkout does not know: ask, and record the answer
 
 
 def _window(scraper: Any) -> Callable[[str, float], None]:

@@ -6,9 +6,10 @@ as `t_submit_s`), so a gauge sample lines up with the requests in flight at that
 The before-scrape is taken after the warmup and the sample-rate probe, the after-scrape
 once the last scored request has ended, so the deltas count the scored requests only.
 
-A server without `/metrics` (404, refused, not Prometheus text, or none of the families
-`families.PREFIXES` names: Nari, SGLang-Omni today, an external API) is written as
-`{"available": false, "reason": ...}`: no server metrics, never an error.
+A server kind whose backend (`thetalker.backends`) declares no `metrics_path` (Nari, an
+external API) is not asked; a server that answers none (404, refused, not Prometheus text,
+or none of the families `families.PREFIXES` names: SGLang-Omni today) is written down
+alike: `{"available": false, "reason": ...}`, no server metrics, never an error.
 """
 
 from __future__ import annotations
@@ -51,9 +52,9 @@ class ScrapeError(Exception):
     """`/metrics` gave nothing TheTalker reads; the message is the reason."""
 
 
-def scrape(base_url: str, timeout_s: float = TIMEOUT_S) -> Snapshot:
-    """GET {base_url}/metrics and parse it; ScrapeError (one line) when there is none."""
-    url = base_url.rstrip("/") + "/metrics"
+def scrape(base_url: str, timeout_s: float = TIMEOUT_S, path: str = "/metrics") -> Snapshot:
+    """GET {base_url}{path} and parse it; ScrapeError (one line) when there is none."""
+    url = base_url.rstrip("/") + path
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
             text = response.read().decode("utf-8", "replace")
@@ -105,8 +106,10 @@ class PointScrape:
         interval_s: float = GAUGE_INTERVAL_S,
         timeout_s: float = TIMEOUT_S,
         settle_s: float = SETTLE_S,
+        path: str | None = "/metrics",
     ) -> None:
         self.base_url = base_url
+        self.path = path  # None: the server kind exports none (thetalker.backends)
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.settle_s = settle_s
@@ -135,9 +138,12 @@ class PointScrape:
     def begin(self, t_origin: float) -> None:
         """The before-scrape (on the run's clock `t_origin`), then gauges every interval."""
         self._origin = t_origin
+        if self.path is None:
+            self._reason = "the server kind exports no /metrics"
+            return
         try:
             self._t_before = self._now()
-            self._before = scrape(self.base_url, self.timeout_s)
+            self._before = scrape(self.base_url, self.timeout_s, self.path)
         except ScrapeError as exc:
             self._reason = str(exc)
             return
@@ -149,7 +155,7 @@ class PointScrape:
         while not self._stop.wait(self.interval_s):
             t = self._now()
             try:
-                snapshot = scrape(self.base_url, self.timeout_s)
+                snapshot = scrape(self.base_url, self.timeout_s, self.path or "")
             except ScrapeError:
                 self._errors += 1
                 continue
@@ -166,7 +172,7 @@ class PointScrape:
         last: Snapshot | None = None
         while True:
             try:
-                t, snapshot = self._now(), scrape(self.base_url, self.timeout_s)
+                t, snapshot = self._now(), scrape(self.base_url, self.timeout_s, self.path or "")
             except ScrapeError as exc:
                 if last is None:
                     self._reason = f"after the point: {exc}"
