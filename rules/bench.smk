@@ -12,6 +12,8 @@ rule bench:
         records=bench_outputs("records.jsonl"),
         summaries=bench_outputs("summary.json"),
         provenance=bench_outputs("provenance.json"),
+        # The server's /metrics around each point (no server metrics: said inside).
+        server_metrics=bench_outputs("server_metrics.json"),
         # The search points are not known before the job runs: this lists them.
         search=SEARCH,
     log:

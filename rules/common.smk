@@ -119,6 +119,8 @@ def get_final_output():
         "results/tables/provenance.md",
         "results/tables/capacity.md",
         "results/figures/capacity.png",
+        "results/tables/server.md",
+        "results/figures/server.png",
     ]
     if AGENT_SYSTEMS:
         targets += ["results/tables/agent.md", "results/figures/agent.png"]

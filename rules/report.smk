@@ -3,6 +3,7 @@
 
 localrules:
     agent_table,
+    server_table,
     capacity,
     tables,
     figures,
@@ -225,3 +226,36 @@ rule provenance_table:
         "../envs/report.yaml"
     script:
         "../scripts/provenance_table.py"
+
+
+# The server's own view beside the client's (thetalker.report.server): each point's
+# server_metrics.json (/metrics deltas over its scored requests) reconciled with its records
+# and its GPU sampler; the capacity search's points too, from the manifests.
+rule server_table:
+    input:
+        metrics=every_point("server_metrics.json"),
+        records=every_point("records.jsonl"),
+        provenance=every_point("provenance.json"),
+        search=every_search_manifest(),
+    output:
+        table=report(
+            "results/tables/server.md",
+            category="Tables",
+            caption="../report/server_table.rst",
+        ),
+        csv=report(
+            "results/tables/server.csv",
+            category="Tables",
+            caption="../report/server_table.rst",
+        ),
+        figure=report(
+            "results/figures/server.png",
+            category="Figures",
+            caption="../report/server_figure.rst",
+        ),
+    log:
+        "results/logs/server_table.log",
+    conda:
+        "../envs/report.yaml"
+    shell:
+        "python -m thetalker.report.server --server-metrics {input.metrics} --search-manifests {input.search} --table {output.table} --figure {output.figure} > {log} 2>&1"

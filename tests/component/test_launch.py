@@ -116,6 +116,7 @@ def test_healthy_server_serves_and_its_whole_group_stops(tmp_path, monkeypatch):
             QWEN.model_id,
             "--omni",
             "--trust-remote-code",
+            "--log-stats",
             "--host",
             "127.0.0.1",
             "--port",

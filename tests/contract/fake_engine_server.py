@@ -11,10 +11,11 @@ model's registered pipeline; the stage configs, default sampling params and chun
 from the result. What is served is 0.30.0's code: vLLM's `build_app` (its exception
 handlers), the vllm-omni router (`vllm_omni/entrypoints/openai/api_server.py`) with its
 engine-error handlers, `OmniOpenAIServingSpeech` with the model's real TTS adapter (or the
-pure-diffusion path for OmniVoice), the real request model. Faked: `engine.generate` (sine
-chunks on the schedule of `schedule.py`) and the few adapter steps that need checkpoint files
-(tokenizers, the MOSS processor); each stand-in is named below. Prints `FAKE_ENGINE_PORT=N`
-once the port listens. Stops on SIGTERM/SIGINT.
+pure-diffusion path for OmniVoice), the real request model, and 0.30.0's audio metrics
+(`OmniModalityMetrics`, observed by the serving layer itself, served at `/metrics`). Faked:
+`engine.generate` (sine chunks on the schedule of `schedule.py`) and the few adapter steps
+that need checkpoint files (tokenizers, the MOSS processor); each stand-in is named below.
+Prints `FAKE_ENGINE_PORT=N` once the port listens. Stops on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -124,7 +125,12 @@ class FakeEngine:
         self.model = model_config.model
         self.tts_batch_max_items = 32
         self.tts_max_instructions_length = None
-        self.mod_metrics = None
+        # AsyncOmni's audio metrics (served at /metrics from the default registry), on as
+        # under --log-stats; the serving layer observes them itself (TTFP, underrun, ends).
+        from vllm_omni.metrics.modality import OmniModalityMetrics
+
+        self.mod_metrics = OmniModalityMetrics(model_name=self.model, log_stats=True)
+        self.request_states: dict[str, Any] = {}  # none: the serving layer's own arrival time
         self.is_running = True
 
     async def check_health(self) -> None:
@@ -172,6 +178,7 @@ class FakeEngine:
                 request_id=request_id,
                 finished=final,
                 stage_id=stage_id,
+                replica_id=0,  # as the orchestrator binds every output to its replica
                 final_output_type="audio",
                 metrics=metrics,
                 _multimodal_output={"audio": audio, "sr": torch.tensor(rate)},

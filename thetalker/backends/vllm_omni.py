@@ -75,6 +75,9 @@ def session_config(opts: Any, ref_audio_uri: str | None = None) -> Body:
 
 def command(spec: Any, port: int) -> list[str]:
     cmd = [spec.executable, "serve", spec.model_id, "--omni", "--trust-remote-code"]
+    # Pins on the stats /metrics' audio families need (0.30.0's API server already defaults
+    # to them; its headless replicas do not): thetalker.pipeline.server_metrics.
+    cmd += ["--log-stats"]
     cmd += ["--host", spec.host, "--port", str(port)]
     if spec.deploy_config is not None:
         cmd += ["--deploy-config", str(spec.deploy_config)]

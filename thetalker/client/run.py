@@ -44,7 +44,12 @@ from thetalker.data.records import write_json
 from thetalker.data.wavio import wav_data_uri
 from thetalker.util.fdlimit import FdLimitError, ensure_fd_limit
 
-__all__ = ["arun_benchmark", "run_benchmark"]
+__all__ = ["ScoredWindow", "arun_benchmark", "run_benchmark"]
+
+# Called (in a thread) with "begin" just before the first scored request and "end" just
+# after the last one ends, and the run's clock origin (perf_counter, as t_submit_s counts
+# from): what the warmup and the probe sent falls outside the window.
+ScoredWindow = Callable[[str, float], None]
 
 
 async def arun_benchmark(
@@ -52,6 +57,7 @@ async def arun_benchmark(
     prompts: Sequence[Prompt],
     out_dir: str | os.PathLike[str],
     progress: ProgressReporter | None = None,
+    scored_window: ScoredWindow | None = None,
 ) -> dict[str, Any]:
     """Run one load point; write `records.jsonl` (as requests finish) and `summary.json`.
 
@@ -133,6 +139,8 @@ async def arun_benchmark(
             items = [(len(warm) + i, p, False) for i, p in enumerate(scored)]
             sink.wait_ready()  # nothing in flight: the warmup is over
             max_in_flight = send.max_in_flight
+            if scored_window is not None:  # e.g. the server's /metrics, read before
+                await asyncio.to_thread(scored_window, "begin", ctx.t_origin)
             tally.t_start = time.monotonic()
             reporting = None
             if progress is not None:
@@ -150,6 +158,8 @@ async def arun_benchmark(
             finally:
                 if reporting is not None:
                     reporting.cancel()
+            if scored_window is not None:  # ... and after the scored requests
+                await asyncio.to_thread(scored_window, "end", ctx.t_origin)
             if progress is not None:
                 progress(tally.snapshot())
             complete = True
@@ -208,8 +218,9 @@ def run_benchmark(
     prompts: Sequence[Prompt],
     out_dir: str | os.PathLike[str],
     progress: ProgressReporter | None = None,
+    scored_window: ScoredWindow | None = None,
 ) -> dict[str, Any]:
     """`arun_benchmark` on a fresh event loop (uvloop when installed). Ctrl-C cancels the
     run cleanly (see arun_benchmark) and then raises KeyboardInterrupt."""
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        return runner.run(arun_benchmark(opts, prompts, out_dir, progress))
+        return runner.run(arun_benchmark(opts, prompts, out_dir, progress, scored_window))

@@ -22,8 +22,9 @@ naming the PID that holds it. Secrets reach the server only through the environm
 and env recorded is redacted (``thetalker.util.redact``).
 
 Launchers: ``local`` runs ``python -m thetalker.server``; ``vllm-omni`` runs
-``vllm-omni serve <id> --omni --trust-remote-code ...`` with ``SPEAKER_SAMPLES_DIR`` pointed
-at a folder of the run (the real server reloads every voice found there at each start).
+``vllm-omni serve <id> --omni --trust-remote-code --log-stats ...`` with
+``SPEAKER_SAMPLES_DIR`` pointed at a folder of the run (the real server reloads every voice
+found there at each start).
 """
 
 from __future__ import annotations

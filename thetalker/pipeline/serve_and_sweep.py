@@ -19,7 +19,8 @@ does not hold the level; it does not fail the job.
 The job is a `thetalker.pipeline.job.BenchJob`, passed as its canonical JSON (Snakemake's params, so
 any change to it reruns the job). Where each grid point goes is the rule's business: its
 records.jsonl outputs, one per point and round in the job's order (points, then rounds),
-and each point writes its files beside its records:
+and each point writes its files beside its records (server_metrics.json too: the server's
+`/metrics` read just before and after the scored requests, `thetalker.pipeline.server_metrics`):
 
     python -m thetalker.pipeline.serve_and_sweep --job '{...}' --server-log L --records R1 R2 ... \
         [--search-manifest results/runs/S/M/search.json]
@@ -196,6 +197,7 @@ class _Session:
         from thetalker.metrics import summarize_point
         from thetalker.pipeline.provenance import collect_provenance, utc_now
         from thetalker.pipeline.sampler import ResourceSampler
+        from thetalker.pipeline.server_metrics import PointScrape
 
         job, name = self.job, f"{self.job.system}/{self.job.model}"
         failure = None
@@ -209,8 +211,16 @@ class _Session:
                 job, self.server.base_url, load.concurrency, audio_dir, load.request_rate
             )
             started = utc_now()
-            with ResourceSampler(pid=self.server.pid) as sampler:
-                summary = run_benchmark(opts, self.prompts, point_dir, self.progress)
+            # The server's own view (server_metrics.json): /metrics around the scored requests.
+            scraper = PointScrape(self.server.base_url, path=_metrics_path(job.launcher))
+            try:
+                with ResourceSampler(pid=self.server.pid) as sampler:
+                    summary = run_benchmark(
+                        opts, self.prompts, point_dir, self.progress, _window(scraper)
+                    )
+            finally:
+                scraper.end()  # a point cut short still says what the server counted
+                scraper.write(point_dir)
             provenance = collect_provenance(
                 server=self.server,
                 config_slice=job.to_dict(),
@@ -221,6 +231,7 @@ class _Session:
             )
             marks = {"point": load.label, "request_rate": load.request_rate, "round": k}
             marks["search_point"] = search  # added by the capacity search, off the grid
+            marks["server_metrics"] = scraper.note(getattr(self.server, "command", None))
             write_json(point_dir / "provenance.json", {**provenance, **marks})
             if search:
                 write_json(point_dir / "summary.json", {**summary, "search_point": True})
@@ -234,6 +245,28 @@ class _Session:
         records = [r for one in read_rounds([d / "records.jsonl" for d in dirs]) for r in one]
         pooled = summarize_point(records, concurrency=load.concurrency)
         return {**pooled, "failure": failure} if failure else pooled
+
+
+def _metrics_path(launcher: str) -> str | None:
+    """Where the server kind exports Prometheus metrics (thetalker.backends), None if nowhere."""
+    from thetalker import backends
+
+    try:
+        return backends.get(launcher).metrics_path
+    except backends.UnknownBackendError:
+        return "/metrics"  # a kind this checkout does not know: ask, and record the answer
+
+
+def _window(scraper: Any) -> Callable[[str, float], None]:
+    """run_benchmark's scored window, driving a `PointScrape`."""
+
+    def window(phase: str, t_origin: float) -> None:
+        if phase == "begin":
+            scraper.begin(t_origin)
+        else:
+            scraper.end()
+
+    return window
 
 
 def _search(

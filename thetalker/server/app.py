@@ -135,9 +135,11 @@ async def _serve_file(
             pcm = b"".join([c async for c in chunks])
     except Exception as exc:
         log.warning("synthesis failed: %s: %s", type(exc).__name__, exc)
+        metrics.request_finished(time.perf_counter() - t_arrival, False, "stage_error")
         return "500", ApiError(500, f"synthesis failed: {exc}").response()
     metrics.observe_first_chunk(time.perf_counter() - t_arrival)
     metrics.audio_seconds += len(pcm) / (2 * engine.sample_rate)
+    metrics.request_finished(time.perf_counter() - t_arrival, True, "stop")
     fmt = speech.response_format
     if fmt == "wav":
         data = wav_bytes(pcm, engine.sample_rate)
@@ -161,6 +163,9 @@ async def _serve_speech(
     write_timeout = request.app[LIMITS_KEY].write_timeout_s
     bytes_per_s = 2 * engine.sample_rate
     sent = 0
+    # When each chunk was produced (s from arrival) and its size: the server's continuity.
+    produced: list[float] = []
+    sizes: list[int] = []
     # The 200 and its headers go out now, before any audio (0.30.0's StreamingResponse).
     response = await _start_stream(request, speech)
     try:
@@ -168,6 +173,8 @@ async def _serve_speech(
             async for chunk in chunks:
                 if not chunk:
                     continue
+                produced.append(time.perf_counter() - t_arrival)
+                sizes.append(len(chunk))
                 if sent == 0 and speech.response_format == "wav":
                     # The 44-byte header goes out as its own chunk, just before the first audio.
                     await _write(response, speech, wav_header(engine.sample_rate), write_timeout)
@@ -182,20 +189,28 @@ async def _serve_speech(
                 response, _sse_event("speech.audio.done", {"usage": usage}), write_timeout
             )
         await response.write_eof()
+        metrics.stream_completed(produced, sizes, engine.sample_rate)
+        metrics.request_finished(time.perf_counter() - t_arrival, True, "stop")
         return "200", response
     except (ConnectionError, TimeoutError) as exc:
         # The client left, or stopped reading for longer than the write timeout: abort (a
         # close would wait, ESTABLISHED, for the client to read what is queued).
         metrics.cancelled += 1
+        metrics.stream_aborted("closed")
+        metrics.request_finished(time.perf_counter() - t_arrival, False, "client_disconnect")
         if isinstance(exc, TimeoutError) and request.transport is not None:
             log.warning("client stopped reading for %g s: connection aborted", write_timeout)
             request.transport.abort()
         return "499", response
     except asyncio.CancelledError:
         metrics.cancelled += 1
+        metrics.stream_aborted("cancelled")
+        metrics.request_finished(time.perf_counter() - t_arrival, False, "client_abort")
         raise
     except Exception as exc:
         log.warning("synthesis failed mid-stream: %s: %s", type(exc).__name__, exc)
+        metrics.stream_aborted("error")
+        metrics.request_finished(time.perf_counter() - t_arrival, False, "stage_error")
         if speech.mode == "sse":
             error: dict[str, Any] = {
                 "error": {
@@ -389,6 +404,9 @@ def make_app(
     app = web.Application(middlewares=middlewares)
     app[ENGINE_KEY] = engine
     app[METRICS_KEY] = ServerMetrics()
+    scheduler = getattr(engine, "scheduler", None)
+    if scheduler is not None:  # its queue wait and generation time go to /metrics
+        scheduler.observer = app[METRICS_KEY]
     app[MODEL_KEY] = served_model_name
     app[STARTED_AT_KEY] = time.time()
     app[LIMITS_KEY] = limits

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from thetalker.server.pieces import ChunkPlan
 
-__all__ = ["POLICIES", "Piece", "Backend", "Scheduler", "SchedulerStats"]
+__all__ = ["POLICIES", "Piece", "Backend", "StreamObserver", "Scheduler", "SchedulerStats"]
 
 POLICIES = ("fifo", "round_robin", "deadline")
 
@@ -63,6 +63,16 @@ class Backend(Protocol):
     def render(self, worker: Any, piece: Piece, speed: float, index: int) -> bytes: ...
 
 
+class StreamObserver(Protocol):
+    """Who hears each stream's timings (the server's /metrics, `prom.ServerMetrics`)."""
+
+    def observe_queue_wait(self, seconds: float) -> None:
+        """Arrival to its first piece on a worker (admission wait included)."""
+
+    def observe_generation(self, seconds: float) -> None:
+        """Its first piece on a worker to its last piece done (streams that finish)."""
+
+
 @dataclass(frozen=True)
 class SchedulerStats:
     """Gauges for /metrics."""
@@ -90,6 +100,7 @@ class _Stream:
     split_any: bool = False
     rendered: int = 0
     first_audio_at: float | None = None
+    started_at: float | None = None  # its first piece went to a worker
     audio_s: float = 0.0
     last_tick: int = -1
     feeder: asyncio.Task[None] | None = None
@@ -126,6 +137,7 @@ class Scheduler:
         self._seq = 0
         self._tick = 0
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.observer: StreamObserver | None = None
 
     # --- lifetime -------------------------------------------------------------------------
 
@@ -240,6 +252,8 @@ class Scheduler:
 
     def _maybe_finish(self, stream: _Stream) -> None:
         if not stream.retired and stream.finished():
+            if self.observer is not None and stream.started_at is not None:
+                self.observer.observe_generation(time.perf_counter() - stream.started_at)
             stream.out.put_nowait(_DONE)
             self._retire(stream)
             self._dispatch()
@@ -266,6 +280,10 @@ class Scheduler:
             stream = min(ready, key=self._priority)
             worker = self._idle.pop()
             stream.in_flight = True
+            if stream.started_at is None:  # the end of its wait in the queue
+                stream.started_at = time.perf_counter()
+                if self.observer is not None:
+                    self.observer.observe_queue_wait(stream.started_at - stream.arrival)
             self._tick += 1
             stream.last_tick = self._tick
             sentence = None if stream.pieces else stream.sentences.popleft()
