@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from thetalker import backends
-from thetalker.pipeline.job import BenchJob, rate_label
+from thetalker.data import layout
+from thetalker.pipeline.job import BenchJob
 
 __all__ = [
     "ConfigError",
@@ -135,13 +136,11 @@ def check_config_size(config: Any) -> None:
 def check_point_labels(config: Mapping[str, Any]) -> None:
     """Every point's folder name is its own (no two points share one, or one overwrites the
     other) and says its load exactly as thetalker.report.points reads it back."""
-    import re
-
     seen: dict[str, str] = {}
     for i, rate in enumerate(config.get("request_rates", [])):
-        label = rate_label(rate)
+        label = layout.rate_label(rate)
         field = f"request_rates[{i}]"
-        if not re.fullmatch(r"r\d+(?:\.\d+)?", label) or float(label[1:]) != float(rate):
+        if layout.parse_point_label(label) != (None, float(rate)):
             raise ConfigError(
                 f"config field {field}: {rate} would be named {label}, which does not say it "
                 "exactly; give at most 6 significant digits, between 0.0001 and 999999"
@@ -152,7 +151,7 @@ def check_point_labels(config: Mapping[str, Any]) -> None:
             )
         seen[label] = f"{field} ({rate})"
     for i, c in enumerate(config["concurrency"]):
-        label = f"c{int(c)}"
+        label = layout.concurrency_label(c)
         if label in seen:
             raise ConfigError(f"config field concurrency[{i}]: {c} and {seen[label]} share {label}")
         seen[label] = f"concurrency[{i}] ({c})"
@@ -407,16 +406,13 @@ def ttfa_slo_arg(config: Mapping[str, Any]) -> str:
 
 def point_labels(config: Mapping[str, Any]) -> list[str]:
     """The grid's points, in the order a bench job runs them: `c{N}`, then `r{R}`."""
-    return [f"c{int(c)}" for c in config["concurrency"]] + [
-        rate_label(r) for r in config.get("request_rates", [])
-    ]
+    return layout.point_labels(config["concurrency"], config.get("request_rates", []))
 
 
 def round_dirs(config: Mapping[str, Any]) -> list[str]:
     """The part of a point's files' path below the point: "" for one run, else
     `round1/` .. `roundN/` (`repeats`)."""
-    repeats = int(config.get("repeats", 1))
-    return [""] if repeats == 1 else [f"round{k}/" for k in range(1, repeats + 1)]
+    return layout.round_dirs(int(config.get("repeats", 1)))
 
 
 def agent_settings(sys_spec: Mapping[str, Any]) -> dict[str, Any] | None:

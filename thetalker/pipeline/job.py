@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["BenchJob", "BenchJobError", "JOB_FIELDS", "check_job_inputs", "rate_label"]
+from thetalker.data import layout
+
+__all__ = ["BenchJob", "BenchJobError", "JOB_FIELDS", "check_job_inputs"]
 
 
 class BenchJobError(ValueError):
@@ -127,7 +129,7 @@ class BenchJob:
 
     def point_labels(self) -> list[str]:
         """The grid's points in the order they run: `c{N}` (closed loop), then `r{R}`."""
-        return [f"c{c}" for c in self.concurrency] + [rate_label(r) for r in self.request_rates]
+        return layout.point_labels(self.concurrency, self.request_rates)
 
     def to_json(self) -> str:
         """Canonical JSON: equal jobs give equal strings (Snakemake compares params)."""
@@ -238,11 +240,6 @@ def check_job_inputs(job: BenchJob) -> None:
             check_reference_clip(str(job.ref_audio))
         except WavError as exc:
             raise BenchJobError(f"job field ref_audio: {exc}") from None
-
-
-def rate_label(rate: float) -> str:
-    """`r{R}` of a request rate, R with %g (2.0 is `r2`), as thetalker.report.points reads."""
-    return f"r{float(rate):g}"
 
 
 # The 23 fields, in declaration order: what to_json writes and from_json requires.

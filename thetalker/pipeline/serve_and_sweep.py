@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from thetalker.pipeline.job import BenchJob, BenchJobError, check_job_inputs, rate_label
+from thetalker.data import layout
+from thetalker.pipeline.job import BenchJob, BenchJobError, check_job_inputs
 from thetalker.pipeline.verdicts import point_failure, point_warning
 
 if TYPE_CHECKING:  # imported lazily at run time: `--help` needs neither aiohttp nor the server
@@ -69,9 +70,7 @@ class Load:
 
     @property
     def label(self) -> str:
-        if self.concurrency is not None:
-            return f"c{self.concurrency}"
-        return rate_label(self.request_rate or 0.0)
+        return layout.point_label(self.concurrency, self.request_rate)
 
 
 def grid_loads(job: BenchJob) -> list[Load]:
@@ -281,7 +280,7 @@ def _search(
     spec = dict(job.capacity or {})
     level = ServiceLevel(float(spec.get("min_continuity_pct", 95.0)), spec.get("ttfa_slo_s"))
     steps_left = int(spec.get("max_steps", 0))
-    rounds = [f"round{k}" for k in range(1, job.repeats + 1)] if job.repeats > 1 else [""]
+    rounds = layout.round_names(job.repeats)
     points: list[dict[str, Any]] = []
     capacity: dict[str, Any] = {}
     for kind, closed in (("streams", True), ("requests_per_s", False)):

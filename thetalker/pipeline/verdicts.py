@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from thetalker.data import layout
+
 __all__ = [
     "point_failure",
     "point_warning",
@@ -60,10 +62,11 @@ def point_warning(summary: Mapping[str, Any], label: str) -> str | None:
 
 def _label(path: Path) -> str:
     """`system/model cN` of `.../{system}/{model}/cN[/roundK]/summary.json`."""
-    parts = path.parent.parts
-    if parts and parts[-1].startswith("round"):
-        parts = parts[:-1]
-    return f"{'/'.join(parts[-3:-1])} {parts[-1]}" if len(parts) >= 3 else str(path)
+    try:
+        where = layout.point_location(path)
+    except layout.PointPathError:
+        return str(path)
+    return f"{where.system}/{where.model} {where.point}"
 
 
 def failed_points(summary_paths: Iterable[str | Path]) -> list[str]:

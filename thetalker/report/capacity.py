@@ -28,6 +28,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from thetalker.data import layout  # noqa: E402
 from thetalker.metrics import point_cost  # noqa: E402
 from thetalker.pipeline.capacity import NEVER, NO_POINTS, Capacity, ServiceLevel, find_capacity  # noqa: E402
 from thetalker.report.common import (  # noqa: E402
@@ -53,13 +54,14 @@ def loads_of(
     points: pd.DataFrame, model: str, system: str, open_loop: bool = False
 ) -> dict[float, dict[str, Any]]:
     """load -> point summary of one (model, system): concurrency, or request rate."""
-    prefix = "r" if open_loop else "c"
     out = {}
     for label in point_labels(points):
-        if label.startswith(prefix):
+        concurrency, rate = layout.parse_point_label(label) or (None, None)
+        load = rate if open_loop else concurrency
+        if load is not None:
             summary = point_at(points, model, system, label)
             if summary is not None:
-                out[float(label[1:]) if open_loop else int(label[1:])] = summary
+                out[load] = summary
     return out
 
 

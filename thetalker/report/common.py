@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from thetalker.data import layout
 from thetalker.metrics import point_cost
 from thetalker.report.output import write_output  # whole or not at all, named
 
@@ -66,7 +67,7 @@ def load_points(path: str | Path) -> pd.DataFrame:
     points["system"] = points["system"].astype(str)
     points["model"] = points["model"].astype(str)
     if "point" not in points.columns:  # a points.csv of closed-loop points only
-        points["point"] = [f"c{int(c)}" for c in points["concurrency"]]
+        points["point"] = [layout.concurrency_label(c) for c in points["concurrency"]]
     return points
 
 
@@ -86,7 +87,7 @@ def point_at(points: pd.DataFrame, model: str, system: str, point: str) -> dict 
 
 def point_summary(points: pd.DataFrame, model: str, system: str, concurrency: int) -> dict | None:
     """One closed-loop point's row as a dict (NaN as None), or None when it was not run."""
-    return point_at(points, model, system, f"c{int(concurrency)}")
+    return point_at(points, model, system, layout.concurrency_label(concurrency))
 
 
 def point_value(
@@ -98,10 +99,7 @@ def point_value(
 
 def point_labels(points: pd.DataFrame) -> list[str]:
     """Every point label: closed-loop by concurrency, then open-loop by rate."""
-    labels = set(points["point"])
-    closed = sorted((lab for lab in labels if lab.startswith("c")), key=lambda s: int(s[1:]))
-    opened = sorted((lab for lab in labels if lab.startswith("r")), key=lambda s: float(s[1:]))
-    return closed + opened
+    return layout.sort_point_labels(points["point"])
 
 
 def concurrency_levels(points: pd.DataFrame) -> list[int]:

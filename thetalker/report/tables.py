@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from thetalker.data import layout
 from thetalker.data.records import RecordError, read_rounds
 from thetalker.metrics import Interval, rtfx_ratio_interval
 from thetalker.report.common import (
@@ -117,7 +118,7 @@ def throughput_rows(
 ) -> list[Row]:
     """One row per model: each system's RTFx with its interval and failures, and the ratio."""
     num, den = ratio
-    point = f"c{int(headline)}"
+    point = layout.concurrency_label(headline)
     rows = []
     for model in models:
         row: Row = {"model": model}
@@ -148,7 +149,7 @@ def throughput_table(
 ) -> str:
     num, den = ratio
     header = ["model", *systems, f"{num} / {den}"]
-    point = f"c{int(headline)}"
+    point = layout.concurrency_label(headline)
     rows = []
     for model in models:
         cells = []
