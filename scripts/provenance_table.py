@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from thetalker.data.layout import point_file_stem
-from thetalker.data.records import read_json
+from thetalker.data.manifest import read_search_manifest
 from thetalker.report.provenance_table import main
 
 snakemake = globals()["snakemake"]  # set by Snakemake's script preamble
@@ -19,8 +19,7 @@ os.dup2(log_fd, 1)
 os.dup2(log_fd, 2)
 paths = list(snakemake.input.points)
 for manifest in snakemake.input.search:
-    for point in read_json(manifest)["points"]:
-        paths += point["provenance"]
+    paths += read_search_manifest(manifest).provenance()
 status = main(["--out", snakemake.output.table, *paths])
 if status:
     sys.exit(status)

@@ -28,3 +28,30 @@ def test_point_location_of_grid_search_and_round_paths(tmp_path):
     assert layout.point_key("x/s/m/c4/records.jsonl") == ("s", "m", 4)
     with pytest.raises(layout.PointPathError, match="records.jsonl"):
         layout.point_location(tmp_path / "records.jsonl")
+
+
+def test_search_manifest_round_trips_and_refuses_another_version(tmp_path):
+    import json
+
+    from thetalker.data.manifest import (
+        ManifestError,
+        SearchManifest,
+        SearchPoint,
+        read_search_manifest,
+        write_search_manifest,
+    )
+
+    point = SearchPoint("c3", 3, None, True, 99.0, 0.2, None, ["a/records.jsonl"], ["s"], ["p"])
+    manifest = SearchManifest("s", "m", True, {"max_steps": 2}, (point,), {"streams": {}})
+    path = tmp_path / "search.json"
+    write_search_manifest(path, manifest)
+    data = json.loads(path.read_text())
+    assert list(data) == [
+        "version", "system", "model", "refine", "capacity_search", "points", "capacity"
+    ]  # fmt: skip
+    assert data["points"][0]["records"] == ["a/records.jsonl"]
+    assert read_search_manifest(path) == manifest
+    assert manifest.records() == ["a/records.jsonl"] and manifest.provenance() == ["p"]
+    path.write_text(json.dumps({**data, "version": 2}))
+    with pytest.raises(ManifestError, match=r"search\.json: search manifest version 2"):
+        read_search_manifest(path)

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from thetalker.data import layout
+from thetalker.data.manifest import SearchManifest, SearchPoint, write_search_manifest
 from thetalker.pipeline.job import BenchJob, BenchJobError, check_job_inputs
 from thetalker.pipeline.verdicts import point_failure, point_warning
 
@@ -57,7 +58,6 @@ __all__ = [
     "main",
 ]
 
-SEARCH_MANIFEST_VERSION = 1
 RATE_DIGITS = 4  # significant digits of a bisected request rate (its folder name r{R})
 
 
@@ -270,7 +270,7 @@ def _window(scraper: Any) -> Callable[[str, float], None]:
 
 def _search(
     session: _Session, grid: dict[Load, dict[str, Any]], search_dir: Path
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[SearchPoint], dict[str, Any]]:
     """The capacity search (job.capacity): bisection on the closed loop, then on the open
     loop with the steps left. Returns the search points (manifest entries) and the
     capacity found per loop kind."""
@@ -281,7 +281,7 @@ def _search(
     level = ServiceLevel(float(spec.get("min_continuity_pct", 95.0)), spec.get("ttfa_slo_s"))
     steps_left = int(spec.get("max_steps", 0))
     rounds = layout.round_names(job.repeats)
-    points: list[dict[str, Any]] = []
+    points: list[SearchPoint] = []
     capacity: dict[str, Any] = {}
     for kind, closed in (("streams", True), ("requests_per_s", False)):
         on_grid = {
@@ -321,41 +321,32 @@ def _round_rate(rate: float) -> float:
 
 def _manifest_entry(
     load: Load, dirs: Sequence[Path], holds: bool, summary: dict[str, Any]
-) -> dict[str, Any]:
-    return {
-        "point": load.label,
-        "concurrency": load.concurrency,
-        "request_rate": load.request_rate,
-        "holds": holds,
-        "continuity_pct": summary.get("continuity_pct"),
-        "ttfa_s_p90": (summary.get("ttfa_s") or {}).get("p90"),
-        "failure": summary.get("failure"),
-        "records": [str(d / "records.jsonl") for d in dirs],
-        "summaries": [str(d / "summary.json") for d in dirs],
-        "provenance": [str(d / "provenance.json") for d in dirs],
-    }
+) -> SearchPoint:
+    return SearchPoint(
+        point=load.label,
+        concurrency=load.concurrency,
+        request_rate=load.request_rate,
+        holds=holds,
+        continuity_pct=summary.get("continuity_pct"),
+        ttfa_s_p90=(summary.get("ttfa_s") or {}).get("p90"),
+        failure=summary.get("failure"),
+        records=tuple(str(d / "records.jsonl") for d in dirs),
+        summaries=tuple(str(d / "summary.json") for d in dirs),
+        provenance=tuple(str(d / "provenance.json") for d in dirs),
+    )
 
 
-def write_search_manifest(
-    path: Path,
-    job: BenchJob,
-    points: Sequence[dict[str, Any]],
-    capacity: dict[str, Any],
-) -> None:
-    """search.json: the job's search points (none when off or nothing to refine)."""
-    from thetalker.data.records import write_json
-
-    write_json(
-        path,
-        {
-            "version": SEARCH_MANIFEST_VERSION,
-            "system": job.system,
-            "model": job.model,
-            "refine": job.capacity is not None,
-            "capacity_search": dict(job.capacity) if job.capacity else None,
-            "points": list(points),
-            "capacity": capacity,
-        },
+def _manifest(
+    job: BenchJob, points: Sequence[SearchPoint], capacity: dict[str, Any]
+) -> SearchManifest:
+    """search.json's content: the job's search points (none when off or nothing to refine)."""
+    return SearchManifest(
+        system=job.system,
+        model=job.model,
+        refine=job.capacity is not None,
+        capacity_search=dict(job.capacity) if job.capacity else None,
+        points=tuple(points),
+        capacity=capacity,
     )
 
 
@@ -429,7 +420,7 @@ def _run_locked(
     # "c8: 120/300 done, 2 errors, 41 s elapsed, ~62 s left" every few seconds, into the log.
     progress = LineReporter(functools.partial(print, flush=True))
     summaries: dict[Load, dict[str, Any]] = {}
-    points: list[dict[str, Any]] = []
+    points: list[SearchPoint] = []
     capacity: dict[str, Any] = {}
     with (
         _gpu_slot_for(job),
@@ -442,7 +433,7 @@ def _run_locked(
         if job.capacity is not None and search_dir is not None:
             points, capacity = _search(session, summaries, search_dir)
     if search_manifest is not None:
-        write_search_manifest(search_manifest, job, points, capacity)
+        write_search_manifest(search_manifest, _manifest(job, points, capacity))
     return list(summaries.values())
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from thetalker.data import layout
+from thetalker.data.manifest import ManifestError, read_search_manifest
 
 __all__ = [
     "point_failure",
@@ -115,10 +116,11 @@ def contaminated_points(
     """The provenance.json files (grid points, then every manifest's search points) whose
     `stock_contaminated` is true; files that cannot be read are skipped."""
     paths = [Path(p) for p in provenance_paths]
-    for manifest in map(Path, manifests):
-        data = _read(manifest)
-        if isinstance(data, dict):
-            paths += [Path(p) for point in data.get("points", []) for p in point["provenance"]]
+    for manifest in manifests:
+        try:  # not written (a dry run), or refused (the points rule says why)
+            paths += [Path(p) for p in read_search_manifest(manifest).provenance()]
+        except (OSError, ManifestError):
+            continue
     found = []
     for path in paths:
         data = _read(path)

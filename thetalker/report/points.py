@@ -41,6 +41,7 @@ from thetalker.data.layout import (
     point_label,
     point_location,
 )
+from thetalker.data.manifest import ManifestError, read_search_manifest
 from thetalker.data.records import RecordError, read_json, read_rounds
 from thetalker.metrics import (
     CONTINUITY_THRESHOLDS_S,
@@ -157,9 +158,7 @@ def _stock_contaminated(paths: Sequence[str | Path]) -> bool | None:
 
 def search_records(manifests: Iterable[str | Path]) -> list[str]:
     """The records files of every search point the manifests (search.json) list."""
-    return [
-        path for m in manifests for point in read_json(m)["points"] for path in point["records"]
-    ]
+    return [path for m in manifests for path in read_search_manifest(m).records()]
 
 
 def _group_rounds(paths: Iterable[str | Path]) -> list[list[Path]]:
@@ -228,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         paths = [*args.records, *search_records(args.search_manifests)]
         rows = points_rows(paths, args.continuity_thresholds_s, args.allow_incomplete)
-    except (RecordError, PointPathError, OSError) as exc:
+    except (RecordError, ManifestError, PointPathError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     write_points(rows, args.out)
