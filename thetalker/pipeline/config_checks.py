@@ -191,7 +191,7 @@ def check_config(config: Mapping[str, Any]) -> None:
         voice = spec.get("voice") or {}
         if not voice.get("speaker") and not voice.get("clone"):
             raise ConfigError(f"config field models.{model}.voice: set speaker or clone")
-    if int(config.get("repeats", 1)) > 1 and config.get("quality", {}).get("at_speed_points"):
+    if config["repeats"] > 1 and config["quality"]["at_speed_points"]:
         # WER under load transcribes {point}/records.jsonl; rounds live in {point}/roundK/.
         raise ConfigError(
             "config field quality.at_speed_points: needs repeats 1 (a point's rounds are not "
@@ -352,7 +352,7 @@ def bench_job(config: Mapping[str, Any], system: str, model: str) -> BenchJob:
         deploy_file=inputs.get("deploy"),
         deploy_sha256=file_sha256(inputs["deploy"]) if "deploy" in inputs else None,
         env=sys_spec["env"],
-        secret_env=sys_spec.get("secret_env") or (),
+        secret_env=sys_spec["secret_env"],
         extra_args=[*model_spec["extra_args"], *sys_spec["extra_args"]],
         # MPS where the server kind can use it (Nari is one process: never).
         mps=model_spec["mps"] and backends.get(sys_spec["launcher"]).launch.mps,
@@ -372,9 +372,9 @@ def bench_job(config: Mapping[str, Any], system: str, model: str) -> BenchJob:
         # WER at each speed point (quality.at_speed_points) needs every utterance saved.
         save_audio=config["save_audio"] or quality_settings(config)["at_speed_points"],
         agent=agent_settings(sys_spec),
-        repeats=config.get("repeats", 1),
-        request_rates=config.get("request_rates", []),
-        rate_requests=config.get("rate_requests") if config.get("request_rates") else None,
+        repeats=config["repeats"],
+        request_rates=config["request_rates"],
+        rate_requests=config["rate_requests"] if config["request_rates"] else None,
         capacity=capacity_search(config),
         **{key: sys_spec[key] for key in _SERVER_KEYS if sys_spec.get(key) is not None},
     )
@@ -387,39 +387,39 @@ _SERVER_KEYS = ("profile", "server", "base_url", "api_key_env", "command", "read
 def capacity_search(config: Mapping[str, Any]) -> dict[str, Any] | None:
     """The bench job's bisection (`capacity.refine`): its step limit and the service level it
     searches for (report.min_continuity_pct, report.ttfa_slo_s), or None when off."""
-    capacity = config.get("capacity") or {}
-    if not capacity.get("refine"):
+    capacity = config["capacity"]
+    if not capacity["refine"]:
         return None
     report = config["report"]
     return {
-        "max_steps": int(capacity.get("max_steps", 4)),
-        "min_continuity_pct": float(report.get("min_continuity_pct", 95)),
-        "ttfa_slo_s": report.get("ttfa_slo_s"),
+        "max_steps": int(capacity["max_steps"]),
+        "min_continuity_pct": float(report["min_continuity_pct"]),
+        "ttfa_slo_s": report["ttfa_slo_s"],
     }
 
 
 def ttfa_slo_arg(config: Mapping[str, Any]) -> str:
     """`--ttfa-slo-s X` for thetalker.report.capacity, or "" when report.ttfa_slo_s is null."""
-    slo = config["report"].get("ttfa_slo_s")
+    slo = config["report"]["ttfa_slo_s"]
     return "" if slo is None else f"--ttfa-slo-s {float(slo):g}"
 
 
 def point_labels(config: Mapping[str, Any]) -> list[str]:
     """The grid's points, in the order a bench job runs them: `c{N}`, then `r{R}`."""
-    return layout.point_labels(config["concurrency"], config.get("request_rates", []))
+    return layout.point_labels(config["concurrency"], config["request_rates"])
 
 
 def round_dirs(config: Mapping[str, Any]) -> list[str]:
     """The part of a point's files' path below the point: "" for one run, else
     `round1/` .. `roundN/` (`repeats`)."""
-    return layout.round_dirs(int(config.get("repeats", 1)))
+    return layout.round_dirs(config["repeats"])
 
 
 def agent_settings(sys_spec: Mapping[str, Any]) -> dict[str, Any] | None:
     """A system's agent mode (`protocol: websocket` and its `agent` pacing), or None."""
-    if sys_spec.get("protocol", "http") != "websocket":
+    if sys_spec["protocol"] != "websocket":
         return None
-    return {"protocol": "websocket", **sys_spec.get("agent", {})}
+    return {"protocol": "websocket", **sys_spec["agent"]}
 
 
 def agent_systems(config: Mapping[str, Any]) -> list[str]:
@@ -492,7 +492,7 @@ def quality_run_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
         # One run of one point: no rounds, no open-loop points, no capacity search.
         "repeats": 1,
         "request_rates": [],
-        "capacity": {**config.get("capacity", {}), "refine": False},
+        "capacity": {**config["capacity"], "refine": False},
     }
 
 

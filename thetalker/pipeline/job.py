@@ -18,7 +18,7 @@ from typing import Any
 
 from thetalker.data import layout
 
-__all__ = ["BenchJob", "BenchJobError", "JOB_FIELDS", "check_job_inputs"]
+__all__ = ["BenchJob", "BenchJobError", "CAPACITY_KEYS", "JOB_FIELDS", "check_job_inputs"]
 
 
 class BenchJobError(ValueError):
@@ -200,10 +200,13 @@ def _check_values(job: BenchJob) -> None:
     if job.request_rates and (job.rate_requests is None or job.rate_requests < 1):
         bad("rate_requests", f"must be at least 1 with request_rates (got {job.rate_requests})")
     if job.capacity is not None:
-        unknown = sorted(set(job.capacity) - {"max_steps", "min_continuity_pct", "ttfa_slo_s"})
+        unknown = sorted(set(job.capacity) - set(CAPACITY_KEYS))
         if unknown:
             bad("capacity", f"unknown key(s) {', '.join(unknown)}")
-        if int(job.capacity.get("max_steps", 0)) < 0:
+        missing = [k for k in CAPACITY_KEYS if k not in job.capacity]
+        if missing:
+            bad("capacity", f"missing key(s) {', '.join(missing)}")
+        if int(job.capacity["max_steps"]) < 0:
             bad("capacity.max_steps", f"must be 0 or more (got {job.capacity['max_steps']})")
     if job.launcher == "local" and job.voice.get("clone"):
         bad("voice.clone", "the local launcher's server cannot clone voices (give a speaker)")
@@ -242,6 +245,8 @@ def check_job_inputs(job: BenchJob) -> None:
             raise BenchJobError(f"job field ref_audio: {exc}") from None
 
 
+# The keys of a job's capacity search (thetalker.pipeline.config_checks.capacity_search).
+CAPACITY_KEYS = ("max_steps", "min_continuity_pct", "ttfa_slo_s")
 # The 23 fields, in declaration order: what to_json writes and from_json requires.
 # Fields with a default may be left out (to_json leaves them out at their default).
 OPTIONAL_JOB_FIELDS: tuple[str, ...] = (

@@ -278,8 +278,9 @@ def _search(
 
     job = session.job
     spec = dict(job.capacity or {})
-    level = ServiceLevel(float(spec.get("min_continuity_pct", 95.0)), spec.get("ttfa_slo_s"))
-    steps_left = int(spec.get("max_steps", 0))
+    # The job carries every key (config_checks.capacity_search; checked in BenchJob).
+    level = ServiceLevel(float(spec["min_continuity_pct"]), spec["ttfa_slo_s"])
+    steps_left = int(spec["max_steps"])
     rounds = layout.round_names(job.repeats)
     points: list[SearchPoint] = []
     capacity: dict[str, Any] = {}
