@@ -9,6 +9,7 @@ from snakemake.utils import validate
 from thetalker.data import layout
 from thetalker.lifecycle.leftover import leftover_warnings
 from thetalker.pipeline import config_checks as wfc
+from thetalker.report.settings import ReportSettings
 
 # The schema checks types and ranges and fills in every default; then what a schema cannot
 # say (cross-field checks, the files a run reads), each error one line naming the field.
@@ -37,6 +38,8 @@ POINTS = wfc.point_labels(config)
 # Below each point: "" for one run, else round1/ .. roundN/ (repeats, run back to back).
 ROUNDS = wfc.round_dirs(config)
 QUALITY = wfc.quality_settings(config)
+# What every table and figure over points.csv reads, as one canonical JSON object.
+REPORT_SETTINGS = ReportSettings.from_config(config).to_json()
 
 # The layout. A speed run's point: its records, summary, provenance (and audio, wer).
 RUN = "results/runs/{system}/{model}"

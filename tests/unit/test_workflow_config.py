@@ -16,6 +16,7 @@ from snakemake.utils import validate as validate_and_fill
 from tests.support.paths import REPO
 from thetalker.pipeline import config_checks as wfc
 from thetalker.pipeline.job import JOB_FIELDS, BenchJob, BenchJobError
+from thetalker.report.settings import ReportSettings
 
 ROOT = REPO
 PUBLISHED_MODELS = ["qwen3tts17b", "qwen3tts06b", "voxcpm2", "moss", "omnivoice"]
@@ -324,7 +325,7 @@ def test_repeats_rates_and_search_enter_the_job_only_when_set(workdir):
     assert BenchJob.from_json(job.to_json()) == job
     assert job.point_labels()[-2:] == ["r0.5", "r2"] == wfc.point_labels(config)[-2:]
     assert wfc.round_dirs(config) == ["round1/", "round2/", "round3/"]
-    assert wfc.ttfa_slo_arg(config) == "--ttfa-slo-s 1.5"
+    assert ReportSettings.from_config(config).ttfa_slo_s == 1.5
     # The quality run is one run of one point: none of it.
     quality = wfc.quality_run_config(config, "moss")
     quality_job = json.loads(wfc.bench_job(quality, "vllm-omni", "moss").to_json())

@@ -398,12 +398,6 @@ def capacity_search(config: Mapping[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def ttfa_slo_arg(config: Mapping[str, Any]) -> str:
-    """`--ttfa-slo-s X` for thetalker.report.capacity, or "" when report.ttfa_slo_s is null."""
-    slo = config["report"]["ttfa_slo_s"]
-    return "" if slo is None else f"--ttfa-slo-s {float(slo):g}"
-
-
 def point_labels(config: Mapping[str, Any]) -> list[str]:
     """The grid's points, in the order a bench job runs them: `c{N}`, then `r{R}`."""
     return layout.point_labels(config["concurrency"], config["request_rates"])

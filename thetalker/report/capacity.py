@@ -37,6 +37,7 @@ from thetalker.report.common import (  # noqa: E402
     fmt_range,
     load_points_or_report,
     markdown_table,
+    parse_report_args,
     point_at,
     point_cost_at,
     point_labels,
@@ -213,11 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = add_point_arguments(
         argparse.ArgumentParser(prog="python -m thetalker.report.capacity", description=__doc__)
     )
-    parser.add_argument("--ttfa-slo-s", type=float, default=None, help="TTFA p90 limit (s)")
-    parser.add_argument("--grid", type=int, nargs="*", help="the config's concurrency points")
     parser.add_argument("--table", required=True, type=Path, help="capacity.md to write")
     parser.add_argument("--figure", type=Path, help="capacity.png to write")
-    args = parser.parse_args(argv)
+    args = parse_report_args(parser, argv)
     points = load_points_or_report(args.points)
     if points is None:
         return 1

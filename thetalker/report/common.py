@@ -18,6 +18,7 @@ import pandas as pd
 from thetalker.data import layout
 from thetalker.metrics import point_cost
 from thetalker.report.output import write_output  # whole or not at all, named
+from thetalker.report.settings import add_settings_argument, apply_settings
 
 __all__ = [
     "point_cost_at",
@@ -38,6 +39,7 @@ __all__ = [
     "markdown_table",
     "write_table",
     "add_point_arguments",
+    "parse_report_args",
     "report_parser",
     "load_points_or_report",
 ]
@@ -190,14 +192,18 @@ def write_table(path: Path, text: str, rows: Sequence[Row]) -> Path:
 
 
 def add_point_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """What every report over points.csv reads: the file, the rows and the service level."""
+    """What every report over points.csv reads: the file, and the report settings (the rows,
+    the headline point, the price, the service level: thetalker.report.settings)."""
     parser.add_argument("--points", required=True, type=Path)
-    parser.add_argument("--models", required=True, nargs="+")
-    parser.add_argument("--systems", required=True, nargs="+")
-    parser.add_argument("--headline", required=True, type=int, help="headline concurrency")
-    parser.add_argument("--gpu-hour-usd", type=float, default=2.99)
-    parser.add_argument("--min-continuity-pct", type=float, default=95.0)
-    return parser
+    return add_settings_argument(parser)
+
+
+def parse_report_args(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None
+) -> argparse.Namespace:
+    """The arguments, with each report setting as an attribute (args.models, args.headline,
+    args.ratio, args.gpu_hour_usd, args.min_continuity_pct, args.ttfa_slo_s, args.grid)."""
+    return apply_settings(parser, parser.parse_args(argv))
 
 
 def report_parser(prog: str, description: str | None, suffix: str) -> argparse.ArgumentParser:

@@ -41,6 +41,7 @@ from thetalker.report.common import (
     failed_mark,
     load_points_or_report,
     markdown_table,
+    parse_report_args,
     point_at,
     point_cost_at,
     point_labels,
@@ -373,13 +374,11 @@ def cost_table(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = report_parser("python -m thetalker.report.tables", __doc__, ".md")
-    parser.add_argument("--ratio", required=True, nargs=2, metavar=("NUMERATOR", "DENOMINATOR"))
-    return parser
+    return report_parser("python -m thetalker.report.tables", __doc__, ".md")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parse_report_args(_parser(), argv)
     points = load_points_or_report(args.points)
     if points is None:
         return 1
