@@ -360,3 +360,16 @@ def test_a_bad_asr_model_is_refused_at_config_time(asr, message, monkeypatch):
     for fine in ("tiny.en", "Systran/faster-whisper-small", "tiny.en-bundled"):
         config["quality"]["asr"].update(backend="faster-whisper", model=fine)
         wfc.check_quality(config)
+
+
+def test_config_checks_are_the_jobs_said_of_the_config_field():
+    """One input check: a value the job refuses is refused in the config first, naming the
+    config's field, in the one message format (thetalker.util.checks.field_message)."""
+    config = checked(load("config.yaml"))
+    config["models"]["piper-joe"]["voice"] = {"clone": "inline"}
+    with pytest.raises(wfc.ConfigError) as refused:
+        wfc.check_config(config)
+    assert str(refused.value) == (
+        "config field models.piper-joe.voice.clone: the local launcher's server cannot clone "
+        "voices (give a speaker)"
+    )

@@ -25,7 +25,8 @@ from typing import Any
 
 from thetalker import backends
 from thetalker.data import layout
-from thetalker.pipeline.job import BenchJob
+from thetalker.pipeline.job import BenchJob, BenchJobError
+from thetalker.util.checks import field_message
 
 __all__ = [
     "ConfigError",
@@ -165,13 +166,6 @@ def check_config(config: Mapping[str, Any]) -> None:
         raise ConfigError(f"config field {bad_number[0]}: {bad_number[1]} is not a finite number")
     check_point_labels(config)
     points = [int(c) for c in config["concurrency"]]
-    counts = request_counts(config)
-    missing = [c for c in points if c not in counts]
-    if missing:
-        raise ConfigError(
-            f"config field requests: no scored request count for concurrency "
-            f"{', '.join(map(str, missing))}"
-        )
     report = config["report"]
     if int(report["headline_concurrency"]) not in points:
         raise ConfigError(
@@ -200,6 +194,7 @@ def check_config(config: Mapping[str, Any]) -> None:
     _check_no_secrets(config)
     for system in config["systems"]:
         _check_server(config, system)
+    _check_jobs(config)
 
 
 def system_models(config: Mapping[str, Any], system: str) -> list[str]:
@@ -297,6 +292,28 @@ def _check_server(config: Mapping[str, Any], system: str) -> None:
             )
 
 
+# A job field said of the config field it comes from (others have the same name).
+_CONFIG_FIELD = {
+    "launcher": "systems.{system}.launcher",
+    "server": "systems.{system}.server",
+    "sample_rate": "models.{model}.sample_rate",
+    "voice.clone": "models.{model}.voice.clone",
+}
+
+
+def _check_jobs(config: Mapping[str, Any]) -> None:
+    """The job's value checks (thetalker.pipeline.job), said of the config's field: each
+    (system, model)'s job is built, without reading its files, before anything runs."""
+    for model, system in runs(config):
+        try:
+            bench_job(config, system, model, hash_files=False)
+        except BenchJobError as exc:
+            if exc.field is None or exc.why is None:
+                raise ConfigError(str(exc)) from None
+            name = _CONFIG_FIELD.get(exc.field, exc.field).format(system=system, model=model)
+            raise ConfigError(field_message("config", name, exc.why)) from None
+
+
 def _check_no_secrets(config: Mapping[str, Any]) -> None:
     """A secret's value in env or extra_args would reach params and logs (thetalker.util.redact)."""
     from thetalker.util.redact import check_args, check_env_names
@@ -338,9 +355,11 @@ def bench_inputs(config: Mapping[str, Any], system: str, model: str) -> dict[str
     return inputs
 
 
-def bench_job(config: Mapping[str, Any], system: str, model: str) -> BenchJob:
+def bench_job(
+    config: Mapping[str, Any], system: str, model: str, hash_files: bool = True
+) -> BenchJob:
     """Everything one (system, model) run depends on; input files with their sha256, so the
-    params change when their content does."""
+    params change when their content does (`hash_files` False: not read, for the checks)."""
     sys_spec = config["systems"][system]
     model_spec = config["models"][model]
     inputs = bench_inputs(config, system, model)
@@ -350,7 +369,7 @@ def bench_job(config: Mapping[str, Any], system: str, model: str) -> BenchJob:
         launcher=sys_spec["launcher"],
         model_id=model_spec["model_id"],
         deploy_file=inputs.get("deploy"),
-        deploy_sha256=file_sha256(inputs["deploy"]) if "deploy" in inputs else None,
+        deploy_sha256=file_sha256(inputs["deploy"]) if "deploy" in inputs and hash_files else None,
         env=sys_spec["env"],
         secret_env=sys_spec["secret_env"],
         extra_args=[*model_spec["extra_args"], *sys_spec["extra_args"]],

@@ -11,18 +11,34 @@ concurrency point from it). It travels through Snakemake's `params` as canonical
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 from thetalker.data import layout
+from thetalker.util.checks import (
+    at_least,
+    field_message,
+    finite_seconds,
+    fraction,
+    positive_int_or_none,
+    positive_rate,
+)
 
 __all__ = ["BenchJob", "BenchJobError", "CAPACITY_KEYS", "JOB_FIELDS", "check_job_inputs"]
 
 
 class BenchJobError(ValueError):
-    """A job spec that cannot run; one line naming the field."""
+    """A job spec that cannot run; one line naming the field. A bad value also carries
+    the field and the reason, so the config's checks can say them of the config's field."""
+
+    def __init__(self, message: str, field: str | None = None, why: str | None = None) -> None:
+        super().__init__(message)
+        self.field, self.why = field, why
+
+
+def _bad_field(name: str, why: str) -> BenchJobError:
+    return BenchJobError(field_message("job", name, why), name, why)
 
 
 @dataclass(frozen=True)
@@ -105,9 +121,7 @@ class BenchJob:
             object.__setattr__(self, name, value)
         missing = [c for c in self.concurrency if c not in self.requests]
         if missing:
-            raise BenchJobError(
-                f"job field requests: no count for concurrency {', '.join(map(str, missing))}"
-            )
+            raise _bad_field("requests", f"no count for concurrency {', '.join(map(str, missing))}")
         _check_values(self)
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,8 +179,9 @@ class BenchJob:
 def _check_values(job: BenchJob) -> None:
     """Values a job cannot run with, refused before any server starts (one line each)."""
 
-    def bad(name: str, why: str) -> None:
-        raise BenchJobError(f"job field {name}: {why}")
+    def bad(name: str, why: str | None) -> None:
+        if why is not None:
+            raise _bad_field(name, why)
 
     from thetalker import backends
 
@@ -175,28 +190,18 @@ def _check_values(job: BenchJob) -> None:
     if job.speaks not in backends.names(speaking=True):
         known = ", ".join(backends.names(speaking=True))
         bad("server", f"{job.speaks!r} is no API the client speaks (one of {known})")
-    if any(c < 1 for c in job.concurrency):
-        bad("concurrency", f"each point must be at least 1 (got {list(job.concurrency)})")
+    for k, c in enumerate(job.concurrency):
+        bad(f"concurrency[{k}]", at_least(c, 1))
     for point, n in job.requests.items():
-        if n < 1:
-            bad(f"requests.{point}", f"must be at least 1 (got {n})")
-    if job.warmup < 0:
-        bad("warmup", f"must be 0 or more (got {job.warmup})")
-    for name in ("request_timeout_s", "health_timeout_s"):
-        value = getattr(job, name)
-        if not (math.isfinite(value) and value > 0):
-            bad(name, f"must be a finite number of seconds > 0 (got {value})")
-    if not 0 <= job.max_error_rate <= 1:  # false for nan too
-        bad("max_error_rate", f"must be within 0..1 (got {job.max_error_rate})")
-    if job.sample_rate is not None and (
-        isinstance(job.sample_rate, bool) or not isinstance(job.sample_rate, int)
-        or job.sample_rate <= 0
-    ):  # fmt: skip
-        bad("sample_rate", f"must be a positive integer or null (got {job.sample_rate!r})")
-    if job.repeats < 1:
-        bad("repeats", f"must be at least 1 (got {job.repeats})")
-    if any(not (math.isfinite(r) and r > 0) for r in job.request_rates):
-        bad("request_rates", f"each must be a finite rate > 0 (got {list(job.request_rates)})")
+        bad(f"requests.{point}", at_least(n, 1))
+    bad("warmup", at_least(job.warmup, 0))
+    bad("request_timeout_s", finite_seconds(job.request_timeout_s))
+    bad("health_timeout_s", finite_seconds(job.health_timeout_s))
+    bad("max_error_rate", fraction(job.max_error_rate))
+    bad("sample_rate", positive_int_or_none(job.sample_rate))
+    bad("repeats", at_least(job.repeats, 1))
+    for k, rate in enumerate(job.request_rates):
+        bad(f"request_rates[{k}]", positive_rate(rate))
     if job.request_rates and (job.rate_requests is None or job.rate_requests < 1):
         bad("rate_requests", f"must be at least 1 with request_rates (got {job.rate_requests})")
     if job.capacity is not None:
