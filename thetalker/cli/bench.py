@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -70,6 +71,11 @@ def _sample_rate(text: str) -> int | None:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {value}")
     return value
+
+
+def _field_flag(group: Any, name: str, **kwargs: Any) -> None:
+    """`--{name}` for the BenchOptions field `name`, with that field's default."""
+    group.add_argument(f"--{name.replace('_', '-')}", default=getattr(_DEFAULT, name), **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,30 +163,38 @@ def build_parser() -> argparse.ArgumentParser:
         "--threshold", type=float, default=_DEFAULT.threshold_s, help="continuity threshold, s"
     )
     agent = p.add_argument_group("agent mode (text streamed in over a WebSocket)")
-    agent.add_argument(
-        "--protocol", default=_DEFAULT.protocol, choices=PROTOCOLS,
+    field_flag = functools.partial(_field_flag, agent)
+    field_flag(
+        "protocol",
+        choices=PROTOCOLS,
         help="websocket: one /v1/audio/speech/stream session per request, text in pieces",
-    )  # fmt: skip
-    agent.add_argument(
-        "--text-pace", type=float, default=_DEFAULT.text_pace, metavar="RATE",
+    )
+    field_flag(
+        "text_pace",
+        type=float,
+        metavar="RATE",
         help="pieces (words) per second the text is sent at; 0 sends it whole "
         "(default %(default)g)",
-    )  # fmt: skip
-    agent.add_argument(
-        "--text-pace-unit", default=_DEFAULT.text_pace_unit, choices=TEXT_PACE_UNITS,
-        help="tokens: RATE is an LLM's tokens/s (a token is ~0.75 words)",
-    )  # fmt: skip
-    agent.add_argument(
-        "--text-pace-jitter", type=float, default=_DEFAULT.text_pace_jitter, metavar="J",
-        help="each gap times a seeded uniform 1 +- J (0 <= J < 1)",
-    )  # fmt: skip
-    agent.add_argument(
-        "--text-trace", metavar="FILE", help="recorded piece offsets (s), one a line; replace RATE"
     )
-    agent.add_argument(
-        "--split-granularity", default=_DEFAULT.split_granularity, choices=SPLIT_GRANULARITIES,
+    field_flag(
+        "text_pace_unit",
+        choices=TEXT_PACE_UNITS,
+        help="tokens: RATE is an LLM's tokens/s (a token is ~0.75 words)",
+    )
+    field_flag(
+        "text_pace_jitter",
+        type=float,
+        metavar="J",
+        help="each gap times a seeded uniform 1 +- J (0 <= J < 1)",
+    )
+    field_flag(
+        "text_trace", metavar="FILE", help="recorded piece offsets (s), one a line; replace RATE"
+    )
+    field_flag(
+        "split_granularity",
+        choices=SPLIT_GRANULARITIES,
         help="the server's unit of synthesis (session.config)",
-    )  # fmt: skip
+    )
     p.add_argument("--out-dir", required=True, help="records.jsonl and summary.json go here")
     p.add_argument(
         "--progress-interval", type=float, default=DEFAULT_INTERVAL_S, metavar="S",

@@ -26,10 +26,10 @@ from typing import Any
 from thetalker.data import layout
 from thetalker.data.records import RecordError, read_records
 from thetalker.metrics import Interval, agent_intervals
+from thetalker.report.common import MISSING, fmt_pm, fmt_range
 
 __all__ = ["AgentPoint", "load_point", "agent_table", "agent_rows", "agent_figure", "main"]
 
-MISSING = "n/a"
 HEADER = (
     "System",
     "Model",
@@ -89,19 +89,11 @@ def load_point(path: str | Path) -> AgentPoint:
 
 
 def _range(ci: Interval, digits: int = 2) -> str:
-    if ci.value is None:
-        return MISSING
-    if ci.low is None or ci.high is None:
-        return f"{ci.value:.{digits}f}"
-    return f"{ci.value:.{digits}f} [{ci.low:.{digits}f}, {ci.high:.{digits}f}]"
+    return fmt_range(ci.value, ci.low, ci.high, digits)
 
 
 def _pm(ci: Interval, digits: int = 2) -> str:
-    if ci.value is None:
-        return MISSING
-    if ci.low is None or ci.high is None:
-        return f"{ci.value:.{digits}f}"
-    return f"{ci.value:.{digits}f} ± {(ci.high - ci.low) / 2:.{digits}f}"
+    return fmt_pm(ci.value, ci.low, ci.high, digits)
 
 
 def _failed(p: AgentPoint) -> str:

@@ -37,7 +37,6 @@ from thetalker.report.common import (  # noqa: E402
     fmt_range,
     load_points_or_report,
     markdown_table,
-    parse_report_args,
     point_at,
     point_cost_at,
     point_labels,
@@ -216,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--table", required=True, type=Path, help="capacity.md to write")
     parser.add_argument("--figure", type=Path, help="capacity.png to write")
-    args = parse_report_args(parser, argv)
+    args = parser.parse_args(argv)
     points = load_points_or_report(args.points)
     if points is None:
         return 1

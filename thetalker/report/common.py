@@ -18,7 +18,7 @@ import pandas as pd
 from thetalker.data import layout
 from thetalker.metrics import point_cost
 from thetalker.report.output import write_output  # whole or not at all, named
-from thetalker.report.settings import add_settings_argument, apply_settings
+from thetalker.report.settings import add_settings_argument
 
 __all__ = [
     "point_cost_at",
@@ -39,7 +39,6 @@ __all__ = [
     "markdown_table",
     "write_table",
     "add_point_arguments",
-    "parse_report_args",
     "report_parser",
     "load_points_or_report",
 ]
@@ -114,22 +113,22 @@ def thresholds_of(points: pd.DataFrame) -> list[float]:
     return sorted(float(m.group(1)) for m in found if m)
 
 
-def fmt_pm(value: float | None, low: float | None, high: float | None, digits: int) -> str:
-    """`v ± h` (half the interval), `v` alone when there is no interval, n/a when no value."""
+def _fmt(value: float | None, interval: str | None, digits: int) -> str:
     if value is None:
         return MISSING
-    if low is None or high is None:
-        return f"{value:.{digits}f}"
-    return f"{value:.{digits}f} ± {(high - low) / 2:.{digits}f}"
+    return f"{value:.{digits}f}" + (f" {interval}" if interval else "")
+
+
+def fmt_pm(value: float | None, low: float | None, high: float | None, digits: int) -> str:
+    """`v ± h` (half the interval), `v` alone when there is no interval, n/a when no value."""
+    known = low is not None and high is not None
+    return _fmt(value, f"± {(high - low) / 2:.{digits}f}" if known else None, digits)  # type: ignore[operator]
 
 
 def fmt_range(value: float | None, low: float | None, high: float | None, digits: int) -> str:
     """`v [l, h]`, for intervals that are not symmetric (Wilson)."""
-    if value is None:
-        return MISSING
-    if low is None or high is None:
-        return f"{value:.{digits}f}"
-    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+    known = low is not None and high is not None
+    return _fmt(value, f"[{low:.{digits}f}, {high:.{digits}f}]" if known else None, digits)
 
 
 def failed_mark(summary: Mapping[str, Any] | None) -> str:
@@ -193,17 +192,10 @@ def write_table(path: Path, text: str, rows: Sequence[Row]) -> Path:
 
 def add_point_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """What every report over points.csv reads: the file, and the report settings (the rows,
-    the headline point, the price, the service level: thetalker.report.settings)."""
+    the headline point, the price, the service level: thetalker.report.settings), each
+    setting an attribute of the parsed arguments (args.models, args.headline, ...)."""
     parser.add_argument("--points", required=True, type=Path)
     return add_settings_argument(parser)
-
-
-def parse_report_args(
-    parser: argparse.ArgumentParser, argv: Sequence[str] | None
-) -> argparse.Namespace:
-    """The arguments, with each report setting as an attribute (args.models, args.headline,
-    args.ratio, args.gpu_hour_usd, args.min_continuity_pct, args.ttfa_slo_s, args.grid)."""
-    return apply_settings(parser, parser.parse_args(argv))
 
 
 def report_parser(prog: str, description: str | None, suffix: str) -> argparse.ArgumentParser:

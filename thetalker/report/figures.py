@@ -31,7 +31,6 @@ from matplotlib.ticker import FormatStrFormatter  # noqa: E402
 from thetalker.report.common import (  # noqa: E402
     concurrency_levels,
     load_points_or_report,
-    parse_report_args,
     point_cost_at,
     point_summary,
     report_parser,
@@ -248,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = report_parser("python -m thetalker.report.figures", __doc__, ".png")
     parser.add_argument("--continuity-thresholds", type=Path, help="continuity_thresholds.png")
     parser.add_argument("--perceived", type=Path, help="perceived_first_audio.png")
-    args = parse_report_args(parser, argv)
+    args = parser.parse_args(argv)
     points = load_points_or_report(args.points)
     if points is None:
         return 1

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ReportSettings", "ReportSettingsError", "add_settings_argument", "apply_settings"]
+__all__ = ["ReportSettings", "ReportSettingsError", "add_settings_argument"]
 
 
 class ReportSettingsError(ValueError):
@@ -74,7 +74,7 @@ class ReportSettings:
     @classmethod
     def parse(cls, text: str) -> ReportSettings:
         """`text` is the JSON itself (starts with `{`) or the path of a file holding it."""
-        where = "--settings"
+        where = "settings JSON"
         if not text.lstrip().startswith("{"):
             where = text
             try:
@@ -94,25 +94,34 @@ class ReportSettings:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
 
 
+class _SettingsAction(argparse.Action):
+    """`--settings`: parsed at once, each field set on the namespace (args.models,
+    args.headline, ...); bad settings end the program with one line (exit 2)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        try:
+            settings = ReportSettings.parse(str(values))
+        except ReportSettingsError as exc:
+            raise argparse.ArgumentError(self, str(exc)) from None
+        setattr(namespace, self.dest, settings)
+        for f in fields(settings):
+            value = getattr(settings, f.name)
+            setattr(namespace, f.name, list(value) if isinstance(value, tuple) else value)
+
+
 def add_settings_argument(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument(
         "--settings",
         required=True,
+        action=_SettingsAction,
         metavar="JSON|FILE",
         help="the report settings (thetalker.report.settings): models, systems, headline, "
         "ratio, gpu_hour_usd, min_continuity_pct, ttfa_slo_s, grid",
     )
     return parser
-
-
-def apply_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
-    """Each settings field as an attribute of `args` (args.models, args.headline, ...);
-    bad settings end the program with one line (exit 2)."""
-    try:
-        settings = ReportSettings.parse(args.settings)
-    except ReportSettingsError as exc:
-        parser.error(str(exc))
-    for f in fields(settings):
-        value = getattr(settings, f.name)
-        setattr(args, f.name, list(value) if isinstance(value, tuple) else value)
-    return args

@@ -41,7 +41,6 @@ from thetalker.report.common import (
     failed_mark,
     load_points_or_report,
     markdown_table,
-    parse_report_args,
     point_at,
     point_cost_at,
     point_labels,
@@ -378,7 +377,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_report_args(_parser(), argv)
+    args = _parser().parse_args(argv)
     points = load_points_or_report(args.points)
     if points is None:
         return 1

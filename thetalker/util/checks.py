@@ -33,21 +33,23 @@ def at_least(value: Any, low: int) -> str | None:
     return None
 
 
-def finite_seconds(value: float) -> str | None:
-    if not (math.isfinite(value) and value > 0):
-        return f"must be a finite number of seconds > 0 (got {value})"
+def _finite_above_zero(value: float, what: str) -> str | None:
+    if not (math.isfinite(value) and value > 0):  # false for nan too
+        return f"must be a finite {what} > 0 (got {value})"
     return None
+
+
+def finite_seconds(value: float) -> str | None:
+    return _finite_above_zero(value, "number of seconds")
+
+
+def positive_rate(value: float) -> str | None:
+    return _finite_above_zero(value, "rate")
 
 
 def fraction(value: float) -> str | None:
     if not 0 <= value <= 1:  # false for nan too
         return f"must be within 0..1 (got {value})"
-    return None
-
-
-def positive_rate(value: float) -> str | None:
-    if not (math.isfinite(value) and value > 0):
-        return f"must be a finite rate > 0 (got {value})"
     return None
 
 
