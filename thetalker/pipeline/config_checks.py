@@ -560,7 +560,7 @@ def wer_pairs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def wer_under_load_label(model: str, concurrency: int | str) -> str:
     """Row label of results/tables/wer_load.md (WER at a speed point): model and point."""
-    return f"{model} c{concurrency}"
+    return f"{model} {layout.concurrency_label(int(concurrency))}"
 
 
 # The local server serves exactly one model name (thetalker.server.app.SERVED_MODEL_NAME;
