@@ -145,6 +145,13 @@ class BenchJob:
         """The grid's points in the order they run: `c{N}` (closed loop), then `r{R}`."""
         return layout.point_labels(self.concurrency, self.request_rates)
 
+    def registered_voice(self) -> str | None:
+        """The name of the voice registered once (voice.clone registered; `ref` where the
+        config names none), None without one."""
+        if self.voice.get("clone") != "registered":
+            return None
+        return str(self.voice.get("name", "ref"))
+
     def to_json(self) -> str:
         """Canonical JSON: equal jobs give equal strings (Snakemake compares params)."""
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))

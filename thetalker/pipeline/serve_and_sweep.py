@@ -104,7 +104,7 @@ def server_spec(job: BenchJob, server_log: Path) -> ServerSpec:
     register = None
     if job.voice.get("clone") == "registered":
         register = {
-            "name": job.voice.get("name", "ref"),
+            "name": job.registered_voice(),
             "audio": job.ref_audio,
             "ref_text": _ref_text(job),
         }
@@ -151,7 +151,7 @@ def bench_options(
         # rejects ref_text for any other); a built-in speaker is CustomVoice.
         task_type=job.voice.get("task_type") or ("Base" if clone else "CustomVoice"),
         speaker=job.voice.get("speaker"),
-        voice=job.voice.get("name", "ref") if clone == "registered" else None,
+        voice=job.registered_voice(),
         ref_audio=job.ref_audio if clone == "inline" else None,
         ref_text=_ref_text(job) if clone == "inline" else None,
         language=job.language,
