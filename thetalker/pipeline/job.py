@@ -25,7 +25,19 @@ from thetalker.util.checks import (
     positive_rate,
 )
 
-__all__ = ["BenchJob", "BenchJobError", "CAPACITY_KEYS", "JOB_FIELDS", "check_job_inputs"]
+__all__ = [
+    "BenchJob",
+    "BenchJobError",
+    "CAPACITY_KEYS",
+    "ConfigError",
+    "JOB_FIELDS",
+    "check_job_inputs",
+]
+
+
+class ConfigError(ValueError):
+    """A config that passes the schema but cannot run; the message names the field (raised by
+    thetalker.pipeline.config_checks and quality_config, of the config a job is built from)."""
 
 
 class BenchJobError(ValueError):
