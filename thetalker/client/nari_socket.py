@@ -29,9 +29,7 @@ from thetalker.client.receive import _describe
 from thetalker.client.websocket import (
     _CLOSE_TIMEOUT_S,
     WsExchange,
-    _closed_message,
-    _event_message,
-    _event_type,
+    _receive_frames,
     _send_text,
 )
 
@@ -46,34 +44,6 @@ def _append(sequence: int, piece: str) -> str:
 
 def _end(sequence: int) -> str:
     return json.dumps({"type": "input_text.end", "sequence": sequence})
-
-
-async def _receive_frames(ws: aiohttp.ClientWebSocketResponse, ex: WsExchange) -> None:
-    """Stamp every frame and event until `response.done` or the socket closes."""
-    times, frames, events = ex.times, ex.pieces, ex.events
-    binary, text = aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT
-    while True:
-        msg = await ws.receive()
-        t = time.perf_counter()
-        if msg.type == binary:
-            times.append(t)
-            frames.append(msg.data)
-        elif msg.type == text:
-            events.append((t, msg.data, len(frames)))
-            if '"response.done"' in msg.data or '"error"' in msg.data:
-                kind = _event_type(msg.data)
-                if kind == "response.done":
-                    ex.session_done = True
-                    ex.t_end = t
-                    _stop_reason(ex, msg.data)
-                    return
-                if kind == "error" and ex.failure is None:
-                    ex.failure = ("ws_error", _event_message(msg.data))
-        else:
-            ex.close_code = ws.close_code
-            if ex.failure is None:
-                ex.failure = ("closed_early", _closed_message(ws, msg, "response.done"))
-            return
 
 
 def _stop_reason(ex: WsExchange, raw: str) -> None:
@@ -117,7 +87,7 @@ async def run_nari_session(
                     on_open()
                 await ws.send_str(start_text)
                 sender = asyncio.create_task(_send_text(ws, pieces, offsets, ex, _append, _end))
-                await _receive_frames(ws, ex)
+                await _receive_frames(ws, ex, "response.done", _stop_reason)
     except aiohttp.WSServerHandshakeError as exc:
         ex.status = exc.status
         ex.failure = ("http_status", f"the WebSocket handshake was refused: HTTP {exc.status}")

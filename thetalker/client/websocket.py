@@ -161,10 +161,17 @@ async def _send_text(
         return  # the server closed the socket: the receive loop records how
 
 
-async def _receive_frames(ws: aiohttp.ClientWebSocketResponse, ex: WsExchange) -> None:
-    """Stamp every frame and event until `session.done` or the socket closes."""
+async def _receive_frames(
+    ws: aiohttp.ClientWebSocketResponse,
+    ex: WsExchange,
+    done: str = "session.done",
+    on_done: Callable[[WsExchange, str], None] | None = None,
+) -> None:
+    """Stamp every frame and event until `done` (the protocol's last event; `on_done` reads
+    it) or the socket closes. Nari's socket (thetalker.client.nari_socket) uses it too."""
     times, frames, events = ex.times, ex.pieces, ex.events
     binary, text = aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT
+    marker = f'"{done}"'
     while True:
         msg = await ws.receive()
         t = time.perf_counter()
@@ -173,18 +180,20 @@ async def _receive_frames(ws: aiohttp.ClientWebSocketResponse, ex: WsExchange) -
             frames.append(msg.data)
         elif msg.type == text:
             events.append((t, msg.data, len(frames)))
-            if '"session.done"' in msg.data or '"error"' in msg.data:
+            if marker in msg.data or '"error"' in msg.data:
                 kind = _event_type(msg.data)
-                if kind == "session.done":
+                if kind == done:
                     ex.session_done = True
                     ex.t_end = t  # the session's end; closing the socket is not timed
+                    if on_done is not None:
+                        on_done(ex, msg.data)
                     return
                 if kind == "error" and ex.failure is None:
                     ex.failure = ("ws_error", _event_message(msg.data))
-        else:  # CLOSE, CLOSING, CLOSED, ERROR: the socket is gone before session.done
+        else:  # CLOSE, CLOSING, CLOSED, ERROR: the socket is gone before `done`
             ex.close_code = ws.close_code
             if ex.failure is None:
-                ex.failure = ("closed_early", _closed_message(ws, msg))
+                ex.failure = ("closed_early", _closed_message(ws, msg, done))
             return
 
 
