@@ -42,7 +42,7 @@ from thetalker.report.common import (  # noqa: E402
     point_labels,
     write_table,
 )
-from thetalker.report.output import ReportWriteError, write_output  # noqa: E402
+from thetalker.report.output import exit_status, write_output  # noqa: E402
 
 __all__ = ["loads_of", "capacity_of", "capacity_rows", "capacity_table", "capacity_figure", "main"]
 
@@ -224,16 +224,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         points, args.models, args.systems, level, args.headline, args.gpu_hour_usd
     )
     rows = capacity_rows(points, args.models, args.systems, level, args.headline, args.gpu_hour_usd)
-    try:
+
+    def write() -> None:
         csv_path = write_table(args.table, text, rows)
         print(f"wrote {args.table} and {csv_path}")
         if args.figure:
             capacity_figure(points, args.models, args.systems, level, args.figure, args.grid)
             print(f"wrote {args.figure}")
-    except ReportWriteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+
+    return exit_status(write)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ from thetalker.report.common import (
     thresholds_of,
     write_table,
 )
-from thetalker.report.output import ReportWriteError, write_output
+from thetalker.report.output import exit_status, write_output
 from thetalker.report.points import threshold_column
 
 __all__ = [
@@ -393,7 +393,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         (args.ttfa, ttfa_table(points, m, s), ttfa_rows(points, m, s)),
         (args.cost, cost_table(points, m, s, *cost_args), cost_rows(points, m, s, *cost_args)),
     ]
-    try:
+
+    def write() -> None:
         for path, text, rows in tables:
             csv_path = write_table(path, text, rows)
             print(f"wrote {path} and {csv_path}")
@@ -402,10 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             frame = pd.DataFrame(continuity_threshold_rows(points, m, s))
             write_output(extra, lambda tmp: frame.to_csv(tmp, index=False))
             print(f"wrote {extra}")
-    except ReportWriteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+
+    return exit_status(write)
 
 
 if __name__ == "__main__":
