@@ -17,7 +17,6 @@ thetalker.client.ws_record.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -25,12 +24,12 @@ from typing import Any
 
 import aiohttp
 
-from thetalker.client.receive import _describe
 from thetalker.client.websocket import (
     _CLOSE_TIMEOUT_S,
     WsExchange,
     _receive_frames,
     _send_text,
+    agent_session,
 )
 
 __all__ = ["SUBPROTOCOL", "run_nari_session"]
@@ -71,35 +70,20 @@ async def run_nari_session(
     handshake is done (the sender counts the session in flight from there)."""
     ex.t_send = time.perf_counter()
     start_text = json.dumps(start)
-    sender: asyncio.Task[None] | None = None
-    try:
-        async with asyncio.timeout(timeout_s):
-            async with session.ws_connect(
-                url,
-                protocols=(SUBPROTOCOL,),
-                max_msg_size=0,
-                autoping=True,
-                timeout=aiohttp.ClientWSTimeout(ws_close=_CLOSE_TIMEOUT_S),
-            ) as ws:
-                ex.t_open = time.perf_counter()
-                ex.status = 101
-                if on_open is not None:
-                    on_open()
-                await ws.send_str(start_text)
-                sender = asyncio.create_task(_send_text(ws, pieces, offsets, ex, _append, _end))
-                await _receive_frames(ws, ex, "response.done", _stop_reason)
-    except aiohttp.WSServerHandshakeError as exc:
-        ex.status = exc.status
-        ex.failure = ("http_status", f"the WebSocket handshake was refused: HTTP {exc.status}")
-    except TimeoutError:
-        ex.failure = ex.failure or ("timeout", f"no response.done within {timeout_s:g} s")
-    except (aiohttp.ClientError, OSError) as exc:
-        kind = "connection" if ex.t_open is None else "closed_early"
-        ex.failure = ex.failure or (kind, _describe(exc))
-    finally:
-        if ex.t_end is None:
-            ex.t_end = time.perf_counter()
-        if sender is not None and not sender.done():
-            sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sender
+    async with (
+        agent_session(ex, timeout_s, "response.done", timeout_wins=False) as running,
+        session.ws_connect(
+            url,
+            protocols=(SUBPROTOCOL,),
+            max_msg_size=0,
+            autoping=True,
+            timeout=aiohttp.ClientWSTimeout(ws_close=_CLOSE_TIMEOUT_S),
+        ) as ws,
+    ):
+        ex.t_open = time.perf_counter()
+        ex.status = 101
+        if on_open is not None:
+            on_open()
+        await ws.send_str(start_text)
+        running.sender = asyncio.create_task(_send_text(ws, pieces, offsets, ex, _append, _end))
+        await _receive_frames(ws, ex, "response.done", _stop_reason)

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,6 +231,42 @@ def _closed_message(
     return f"the server closed the socket before {done} (close code {code})"
 
 
+@dataclass
+class _Running:
+    sender: asyncio.Task[None] | None = None  # the text's task, stopped when the session ends
+
+
+@contextlib.asynccontextmanager
+async def agent_session(
+    ex: WsExchange, timeout_s: float, done: str, timeout_wins: bool
+) -> AsyncIterator[_Running]:
+    """One agent session's bounds, for every socket: at most `timeout_s`, its failures
+    recorded (a refused handshake, no `done` in time, a lost connection), the end stamped
+    and the text's task stopped; never raises except CancelledError. `timeout_wins`: a
+    timeout replaces a failure recorded before it."""
+    running = _Running()
+    try:
+        async with asyncio.timeout(timeout_s):
+            yield running
+    except aiohttp.WSServerHandshakeError as exc:
+        ex.status = exc.status
+        ex.failure = ("http_status", f"the WebSocket handshake was refused: HTTP {exc.status}")
+    except TimeoutError:
+        timeout = ("timeout", f"no {done} within {timeout_s:g} s")
+        ex.failure = timeout if timeout_wins else (ex.failure or timeout)
+    except (aiohttp.ClientError, OSError) as exc:
+        kind = "connection" if ex.t_open is None else "closed_early"
+        ex.failure = ex.failure or (kind, _describe(exc))
+    finally:
+        if ex.t_end is None:
+            ex.t_end = time.perf_counter()
+        sender = running.sender
+        if sender is not None and not sender.done():
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender
+
+
 async def run_session(
     session: aiohttp.ClientSession,
     url: str,
@@ -245,37 +281,22 @@ async def run_session(
     never raises except CancelledError. `on_open` is called when the handshake is done."""
     ex.t_send = time.perf_counter()
     config_text = json.dumps(config)
-    sender: asyncio.Task[None] | None = None
-    try:
-        async with asyncio.timeout(timeout_s):
-            async with session.ws_connect(
-                url,
-                max_msg_size=MAX_FRAME_BYTES,
-                autoping=True,
-                timeout=aiohttp.ClientWSTimeout(ws_close=_CLOSE_TIMEOUT_S),
-            ) as ws:
-                ex.t_open = time.perf_counter()
-                ex.status = 101
-                if on_open is not None:
-                    on_open()
-                await ws.send_str(config_text)
-                sender = asyncio.create_task(_send_text(ws, pieces, offsets, ex))
-                await _receive_frames(ws, ex)
-                if ex.session_done:
-                    with contextlib.suppress(ConnectionError, aiohttp.ClientError):
-                        await ws.send_str(_SESSION_CLOSE)
-    except aiohttp.WSServerHandshakeError as exc:
-        ex.status = exc.status
-        ex.failure = ("http_status", f"the WebSocket handshake was refused: HTTP {exc.status}")
-    except TimeoutError:
-        ex.failure = ("timeout", f"no session.done within {timeout_s:g} s")
-    except (aiohttp.ClientError, OSError) as exc:
-        kind = "connection" if ex.t_open is None else "closed_early"
-        ex.failure = ex.failure or (kind, _describe(exc))
-    finally:
-        if ex.t_end is None:
-            ex.t_end = time.perf_counter()
-        if sender is not None and not sender.done():
-            sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sender
+    async with (
+        agent_session(ex, timeout_s, "session.done", timeout_wins=True) as running,
+        session.ws_connect(
+            url,
+            max_msg_size=MAX_FRAME_BYTES,
+            autoping=True,
+            timeout=aiohttp.ClientWSTimeout(ws_close=_CLOSE_TIMEOUT_S),
+        ) as ws,
+    ):
+        ex.t_open = time.perf_counter()
+        ex.status = 101
+        if on_open is not None:
+            on_open()
+        await ws.send_str(config_text)
+        running.sender = asyncio.create_task(_send_text(ws, pieces, offsets, ex))
+        await _receive_frames(ws, ex)
+        if ex.session_done:
+            with contextlib.suppress(ConnectionError, aiohttp.ClientError):
+                await ws.send_str(_SESSION_CLOSE)

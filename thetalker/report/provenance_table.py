@@ -24,16 +24,8 @@ from thetalker.pipeline.provenance import PROVENANCE_SCHEMA
 
 __all__ = ["HEADER", "MISSING", "ProvenanceError", "provenance_row", "provenance_table", "main"]
 
-HEADER = (
-    "system",
-    "model",
-    "concurrency",
-    "commit",
-    "deploy sha256",
-    "server version",
-    "GPU",
-    "date (UTC)",
-)
+HEADER = ("system", "model", "concurrency", "commit", "deploy sha256", "server version")
+HEADER += ("GPU", "date (UTC)")
 MISSING = "n/a"
 _SHORT_SHA = 12
 
