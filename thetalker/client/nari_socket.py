@@ -25,11 +25,11 @@ from typing import Any
 import aiohttp
 
 from thetalker.client.websocket import (
-    _CLOSE_TIMEOUT_S,
     WsExchange,
     _receive_frames,
     _send_text,
     agent_session,
+    connect,
 )
 
 __all__ = ["SUBPROTOCOL", "run_nari_session"]
@@ -72,13 +72,7 @@ async def run_nari_session(
     start_text = json.dumps(start)
     async with (
         agent_session(ex, timeout_s, "response.done", timeout_wins=False) as running,
-        session.ws_connect(
-            url,
-            protocols=(SUBPROTOCOL,),
-            max_msg_size=0,
-            autoping=True,
-            timeout=aiohttp.ClientWSTimeout(ws_close=_CLOSE_TIMEOUT_S),
-        ) as ws,
+        connect(session, url, 0, (SUBPROTOCOL,)) as ws,
     ):
         ex.t_open = time.perf_counter()
         ex.status = 101

@@ -231,6 +231,19 @@ def _closed_message(
     return f"the server closed the socket before {done} (close code {code})"
 
 
+def connect(
+    session: aiohttp.ClientSession, url: str, max_msg_size: int, protocols: Sequence[str] = ()
+) -> Any:
+    """The socket of one agent session (pings answered, a bounded close)."""
+    return session.ws_connect(
+        url,
+        protocols=tuple(protocols),
+        max_msg_size=max_msg_size,
+        autoping=True,
+        timeout=aiohttp.ClientWSTimeout(ws_close=_CLOSE_TIMEOUT_S),
+    )
+
+
 @dataclass
 class _Running:
     sender: asyncio.Task[None] | None = None  # the text's task, stopped when the session ends
@@ -283,12 +296,7 @@ async def run_session(
     config_text = json.dumps(config)
     async with (
         agent_session(ex, timeout_s, "session.done", timeout_wins=True) as running,
-        session.ws_connect(
-            url,
-            max_msg_size=MAX_FRAME_BYTES,
-            autoping=True,
-            timeout=aiohttp.ClientWSTimeout(ws_close=_CLOSE_TIMEOUT_S),
-        ) as ws,
+        connect(session, url, MAX_FRAME_BYTES) as ws,
     ):
         ex.t_open = time.perf_counter()
         ex.status = 101

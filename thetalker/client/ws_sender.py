@@ -70,9 +70,7 @@ class WsSender(InFlight):
         self._run = session_runner(agent.name)
         self._timeout_s = opts.timeout_s
         self._plan = plan or TextPlan.for_run(opts)
-        self._sink = sink
-        self._on_done = on_done
-        super().__init__()
+        super().__init__(sink, on_done)
 
     async def __call__(self, item: Item, scheduled: float | None) -> None:
         index, prompt, warmup = item
