@@ -140,7 +140,7 @@ def check_point_labels(config: Mapping[str, Any]) -> None:
     """Every point's folder name is its own (no two points share one, or one overwrites the
     other) and says its load exactly as thetalker.report.points reads it back."""
     seen: dict[str, str] = {}
-    for i, rate in enumerate(config.get("request_rates", [])):
+    for i, rate in enumerate(config["request_rates"]):
         label = layout.rate_label(rate)
         field = f"request_rates[{i}]"
         if layout.parse_point_label(label) != (None, float(rate)):
