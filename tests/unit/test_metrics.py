@@ -405,3 +405,21 @@ def test_point_intervals_from_records():
     perceived = [0.1 + 0.01 * i + 0.03 * i for i in range(10)]
     assert got["perceived_first_audio_s"]["p90"] == pytest.approx(np.percentile(perceived, 90))
     assert got["perceived_first_audio_s_p50"].value == pytest.approx(np.median(perceived))
+
+
+def test_point_summary_json_form_is_the_field_list_in_order():
+    """summary.json's bytes: the fields in declaration order, percentile blocks as dicts;
+    the mapping view reads the same values."""
+    import dataclasses
+    import json
+
+    from thetalker.metrics import PointSummary
+
+    s = summarize_point([_rec(1, 10.0, 2.0, audio=4.0, chars=40, ttfa=0.1)], concurrency=1)
+    assert isinstance(s, PointSummary)
+    names = [f.name for f in dataclasses.fields(PointSummary)]
+    assert list(s.to_dict()) == names == list(s)
+    assert json.dumps(s.to_dict()) == json.dumps(dict(s))
+    assert s["rtfx"] == s.rtfx and s.get("missing") is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.rtfx = 0.0  # type: ignore[misc]

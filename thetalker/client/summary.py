@@ -36,7 +36,7 @@ def point_summary(
     max_in_flight: int,
 ) -> dict[str, Any]:
     open_loop = opts.request_rate is not None
-    summary = metrics.summarize_point(records, None if open_loop else opts.concurrency)
+    summary = metrics.summarize_point(records, None if open_loop else opts.concurrency).to_dict()
     scored = [r for r in records if not r["warmup"]]
     lags = [r["schedule_lag_s"] for r in scored if r.get("schedule_lag_s") is not None]
     summary.update(

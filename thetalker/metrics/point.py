@@ -3,7 +3,8 @@ cost. Pure, no I/O: the client, the workflow and the report mean the same by eac
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from thetalker.metrics.stream import (
 __all__ = [
     "request_metrics",
     "percentiles",
+    "PointSummary",
     "summarize_point",
     "usd_per_million_chars",
     "point_cost",
@@ -85,9 +87,6 @@ def request_metrics(
     }
 
 
-# Deprecated: the old name (it read like report/figures.py, which draws plots). Kept because
-
-
 def percentiles(values: Iterable[float | None], qs: Sequence[int] = PERCENTILES) -> dict:
     """p50/p90/p95/p99 by linear interpolation (numpy's default) and n; None when empty."""
     data = np.asarray([v for v in values if v is not None], dtype=float)
@@ -98,7 +97,57 @@ def percentiles(values: Iterable[float | None], qs: Sequence[int] = PERCENTILES)
     return out
 
 
-def summarize_point(records: Iterable[Mapping[str, Any]], concurrency: int | None = None) -> dict:
+@dataclass(frozen=True)
+class PointSummary(Mapping[str, Any]):
+    """One load point's figures (summarize_point). The fields, in this order, are the
+    summary's JSON form (summary.json's core, points.csv's columns after flattening): a
+    new figure is one field here and one value in summarize_point. Read-only mapping
+    view too (`s["rtfx"]`, `s.get(...)`, `{**s}`), so a summary and a loaded summary.json
+    are read the same way. Percentile blocks are `percentiles()` dicts."""
+
+    concurrency: int | None
+    n_scored: int
+    n_ok: int
+    n_failed: int
+    error_rate: float | None
+    window_s: float
+    audio_s: float
+    rtfx: float | None
+    continuity_pct: float | None
+    continuity_pct_ok_only: float | None
+    chars_per_s: float | None
+    stalls_total: int
+    ttfa_s: dict[str, Any]
+    ttfa_audible_s: dict[str, Any]
+    wall_s: dict[str, Any]
+    rtfx_per_request: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: the fields in order (percentile blocks copied)."""
+        return {f.name: _copy(getattr(self, f.name)) for f in fields(self)}
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in _FIELD_NAMES:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_FIELD_NAMES)
+
+    def __len__(self) -> int:
+        return len(_FIELD_NAMES)
+
+
+def _copy(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) else value
+
+
+_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(PointSummary))
+
+
+def summarize_point(
+    records: Iterable[Mapping[str, Any]], concurrency: int | None = None
+) -> PointSummary:
     """One load point from its records (warmup records are ignored).
 
     A failed request counts as not continuous in `continuity_pct` (a player could not
@@ -119,26 +168,26 @@ def summarize_point(records: Iterable[Mapping[str, Any]], concurrency: int | Non
     def pct(num: int, den: int) -> float | None:
         return 100.0 * num / den if den else None
 
-    return {
-        "concurrency": concurrency,
-        "n_scored": n_scored,
-        "n_ok": n_ok,
-        "n_failed": n_scored - n_ok,
-        "error_rate": (n_scored - n_ok) / n_scored if n_scored else None,
-        "window_s": window_s,
-        "audio_s": audio_s,
-        "rtfx": rate(audio_s),
-        "continuity_pct": pct(len(continuous), n_scored),
-        "continuity_pct_ok_only": pct(len(continuous), n_ok),
-        "chars_per_s": rate(chars),
-        "stalls_total": sum(int(r.get("stalls") or 0) for r in ok),
-        "ttfa_s": percentiles(r.get("ttfa_s") for r in ok),
-        "ttfa_audible_s": percentiles(r.get("ttfa_audible_s") for r in ok),
-        "wall_s": percentiles(r.get("wall_s") for r in ok),
-        "rtfx_per_request": percentiles(
+    return PointSummary(
+        concurrency=concurrency,
+        n_scored=n_scored,
+        n_ok=n_ok,
+        n_failed=n_scored - n_ok,
+        error_rate=(n_scored - n_ok) / n_scored if n_scored else None,
+        window_s=window_s,
+        audio_s=audio_s,
+        rtfx=rate(audio_s),
+        continuity_pct=pct(len(continuous), n_scored),
+        continuity_pct_ok_only=pct(len(continuous), n_ok),
+        chars_per_s=rate(chars),
+        stalls_total=sum(int(r.get("stalls") or 0) for r in ok),
+        ttfa_s=percentiles(r.get("ttfa_s") for r in ok),
+        ttfa_audible_s=percentiles(r.get("ttfa_audible_s") for r in ok),
+        wall_s=percentiles(r.get("wall_s") for r in ok),
+        rtfx_per_request=percentiles(
             float(r["audio_s"]) / float(r["wall_s"]) for r in ok if r.get("wall_s")
         ),
-    }
+    )
 
 
 def usd_per_million_chars(gpu_hour_usd: float, chars_per_s: float | None) -> float | None:

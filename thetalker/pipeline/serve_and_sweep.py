@@ -232,7 +232,7 @@ class _Session:
             if failure and not search:
                 raise BenchJobError(f"{name} {label}: {failure}")
         records = [r for one in read_rounds([d / "records.jsonl" for d in dirs]) for r in one]
-        pooled = summarize_point(records, concurrency=load.concurrency)
+        pooled = summarize_point(records, concurrency=load.concurrency).to_dict()
         return {**pooled, "failure": failure} if failure else pooled
 
 
