@@ -155,9 +155,10 @@ rule capacity:
         gpu_hour_usd=config["report"]["gpu_hour_usd"],
         min_continuity_pct=config["report"]["min_continuity_pct"],
         ttfa_slo=wfc.ttfa_slo_arg(config),
+        slo=wfc.slo_args(config),
         grid=CONCURRENCY,
     shell:
-        "python -m thetalker.report.capacity --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} {params.ttfa_slo} --grid {params.grid} --table {output.table} --figure {output.figure} > {log} 2>&1"
+        "python -m thetalker.report.capacity --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} {params.ttfa_slo} {params.slo} --grid {params.grid} --table {output.table} --figure {output.figure} > {log} 2>&1"
 
 
 # The agent mode's table and figure, from the records of the protocol: websocket systems.

@@ -155,7 +155,19 @@ def test_job_spec_carries_every_run_setting(workdir):
     job = wfc.bench_job(config, "vllm-omni", "moss")
     # The 23 fields every job has, plus the published capacity search (capacity.refine).
     assert set(json.loads(job.to_json())) == {*JOB_FIELDS, "capacity"} and len(JOB_FIELDS) == 23
-    assert job.capacity == {"max_steps": 3, "min_continuity_pct": 95.0, "ttfa_slo_s": None}
+    # The service level: capacity.slo's defaults, continuity from report.min_continuity_pct.
+    assert job.capacity == {
+        "max_steps": 3,
+        "repeat_boundary": 0,
+        "slo": {
+            "player_model": "max_deficit_0.1s",
+            "min_continuity_pct": 95.0,
+            "max_audible_p95_s": 1.0,
+            "max_failed_pct": 1.0,
+            "max_wer_pct": None,
+            "ttfa_slo_s": None,
+        },
+    }
     assert job.deploy_file == "deploy/moss.yaml"
     assert job.deploy_sha256 == wfc.file_sha256("deploy/moss.yaml")
     assert job.env == {"THESTAGE_VLLM_OMNI": "0"}
@@ -320,7 +332,11 @@ def test_repeats_rates_and_search_enter_the_job_only_when_set(workdir):
     data = json.loads(job.to_json())
     assert data["repeats"] == 3 and data["request_rates"] == [0.5, 2.0]
     assert data["rate_requests"] == 40
-    assert data["capacity"] == {"max_steps": 3, "min_continuity_pct": 95.0, "ttfa_slo_s": 1.5}
+    assert data["capacity"] == {
+        "max_steps": 3,
+        "repeat_boundary": 0,
+        "slo": {"min_continuity_pct": 95.0, "ttfa_slo_s": 1.5},  # report.*: no capacity.slo
+    }
     assert BenchJob.from_json(job.to_json()) == job
     assert job.point_labels()[-2:] == ["r0.5", "r2"] == wfc.point_labels(config)[-2:]
     assert wfc.round_dirs(config) == ["round1/", "round2/", "round3/"]

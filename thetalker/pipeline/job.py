@@ -62,7 +62,8 @@ class BenchJob:
     request_rates: tuple[float, ...] = ()  # open-loop points (requests/s), after the closed
     rate_requests: int | None = None  # scored requests at each request-rate point
     # The bisection of thetalker.pipeline.capacity in the same server session, None: off. Keys:
-    # max_steps, min_continuity_pct, ttfa_slo_s (the service level, report.*).
+    # max_steps, repeat_boundary, slo (the service level, capacity.slo; older specs:
+    # min_continuity_pct, ttfa_slo_s).
     capacity: Mapping[str, Any] | None = None
     # The server (thetalker.backends), each left out of the JSON at None:
     profile: str | None = None  # its engine profile (Nari: ttfa, balanced, throughput)
@@ -198,9 +199,17 @@ def _check_values(job: BenchJob) -> None:
     if job.request_rates and (job.rate_requests is None or job.rate_requests < 1):
         bad("rate_requests", f"must be at least 1 with request_rates (got {job.rate_requests})")
     if job.capacity is not None:
-        unknown = sorted(set(job.capacity) - {"max_steps", "min_continuity_pct", "ttfa_slo_s"})
+        known = {"max_steps", "min_continuity_pct", "ttfa_slo_s", "slo", "repeat_boundary"}
+        unknown = sorted(set(job.capacity) - known)
         if unknown:
             bad("capacity", f"unknown key(s) {', '.join(unknown)}")
+        if job.capacity.get("slo") is not None:
+            from thetalker.pipeline.capacity import ServiceLevel
+
+            try:
+                ServiceLevel.from_spec(job.capacity["slo"])
+            except (TypeError, ValueError) as exc:
+                bad("capacity.slo", str(exc))
         if int(job.capacity.get("max_steps", 0)) < 0:
             bad("capacity.max_steps", f"must be 0 or more (got {job.capacity['max_steps']})")
     if job.launcher == "local" and job.voice.get("clone"):
