@@ -108,6 +108,11 @@ rule figures:
             category="Figures",
             caption="../report/perceived_figure.rst",
         ),
+        start_buffer=report(
+            "results/figures/start_buffer.png",
+            category="Figures",
+            caption="../report/start_buffer_figure.rst",
+        ),
     log:
         "results/logs/figures.log",
     conda:
@@ -119,7 +124,7 @@ rule figures:
         gpu_hour_usd=config["report"]["gpu_hour_usd"],
         min_continuity_pct=config["report"]["min_continuity_pct"],
     shell:
-        "python -m thetalker.report.figures --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} --throughput {output.throughput} --continuity {output.continuity} --ttfa {output.ttfa} --cost {output.cost} --continuity-thresholds {output.continuity_thresholds} --perceived {output.perceived} > {log} 2>&1"
+        "python -m thetalker.report.figures --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} --throughput {output.throughput} --continuity {output.continuity} --ttfa {output.ttfa} --cost {output.cost} --continuity-thresholds {output.continuity_thresholds} --perceived {output.perceived} --start-buffer {output.start_buffer} > {log} 2>&1"
 
 
 # How many streams each (system, model) holds (thetalker.report.capacity), from points.csv:
