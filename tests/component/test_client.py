@@ -237,6 +237,25 @@ def test_open_loop_sends_on_a_seeded_poisson_schedule(
     assert summary["schedule_lag_s"]["n"] == 8
 
 
+def test_open_loop_drops_arrivals_over_the_cap_on_requests_in_flight(
+    scripted_server: ScriptedServer, tmp_path: Path
+):
+    # Each response takes 2 s; 6 arrivals at 1000/s all come within a few ms, so the first
+    # 2 are in flight when the other 4 arrive: those are dropped (recorded, never sent).
+    scripted_server.default = Script(chunks=((0, 4800), (2.0, 4800)))
+    texts = [f"t{i}" for i in range(6)]
+    summary, records = _run(
+        scripted_server, tmp_path, texts, request_rate=1000.0, seed=7, max_in_flight=2
+    )
+    by_index = sorted(records, key=lambda r: r["request_index"])  # file: finishing order
+    kinds = [(r["error"] or {}).get("type") for r in by_index]
+    assert kinds == [None, None, "dropped", "dropped", "dropped", "dropped"]
+    assert len(scripted_server.requests) == 2  # the dropped ones never reached the server
+    assert summary["n_dropped"] == 4 and summary["n_scored"] == 2 and summary["n_failed"] == 0
+    assert summary["errors_by_type"] == {"dropped": 4}
+    assert summary["schedule_lag_s"]["n"] == 2
+
+
 def test_same_seed_same_prompt_order_and_body(scripted_server: ScriptedServer, tmp_path: Path):
     prompts = [Prompt(f"s{i}", f"sentence {i}") for i in range(5)]
     opts = BenchOptions(

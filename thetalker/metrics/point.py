@@ -142,8 +142,10 @@ class PointSummary(Mapping[str, Any]):
     no_stall_pct: float | None
     largest_stall_s_max: float | None
     start_buffer_s: dict[str, Any]
-    # Open loop with a cap on requests in flight: arrivals dropped at the cap (not scored).
+    # Open loop with a cap on requests in flight: arrivals dropped at the cap (not scored),
+    # and how late the sent ones went out (`schedule_lag_s` percentiles, n 0 on a closed loop).
     n_dropped: int
+    schedule_lag_s: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: the fields in order (percentile blocks copied)."""
@@ -217,7 +219,13 @@ def summarize_point(
         audible_onset_rule=_onset_rule(ok),
         **summarize_players(scored),
         n_dropped=len(measured) - n_scored,
+        schedule_lag_s=_lags([r.get("schedule_lag_s") for r in scored]),
     )
+
+
+def _lags(values: Sequence[float | None]) -> dict[str, Any]:
+    lags = [float(v) for v in values if v is not None]
+    return {**percentiles(lags), "max": max(lags) if lags else None}
 
 
 # Records written before the absolute onset rule carry no `audible_onset_rule`: their onset

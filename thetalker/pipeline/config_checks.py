@@ -397,6 +397,7 @@ def bench_job(config: Mapping[str, Any], system: str, model: str) -> BenchJob:
         rate_requests=config.get("rate_requests") if config.get("request_rates") else None,
         capacity=capacity_search(config),
         **{key: sys_spec[key] for key in _SERVER_KEYS if sys_spec.get(key) is not None},
+        max_in_flight=config.get("max_in_flight") if config.get("request_rates") else None,
     )
 
 

@@ -72,6 +72,8 @@ class BenchJob:
     api_key_env: str | None = None  # the variable holding its API key (the name only)
     command: str | None = None  # launcher command: the template ({port}, {model}, {deploy})
     ready_path: str | None = None  # launcher command: GET answering 200 once ready
+    # Open-loop points: arrivals finding this many requests in flight are dropped (None: no cap).
+    max_in_flight: int | None = None
 
     @property
     def speaks(self) -> str:
@@ -99,6 +101,7 @@ class BenchJob:
             "request_rates": tuple(float(r) for r in self.request_rates),
             "rate_requests": None if self.rate_requests is None else int(self.rate_requests),
             "capacity": None if self.capacity is None else dict(self.capacity),
+            "max_in_flight": None if self.max_in_flight is None else int(self.max_in_flight),
         }
         for name, value in coerce.items():
             object.__setattr__(self, name, value)
@@ -269,6 +272,7 @@ OPTIONAL_JOB_FIELDS: tuple[str, ...] = (
     "api_key_env",
     "command",
     "ready_path",
+    "max_in_flight",
 )
 # The optional fields to_dict leaves out at these values (secret_env: when empty).
 _OMITTED_AT: dict[str, Any] = {
@@ -282,6 +286,7 @@ _OMITTED_AT: dict[str, Any] = {
     "api_key_env": None,
     "command": None,
     "ready_path": None,
+    "max_in_flight": None,
 }
 JOB_FIELDS: tuple[str, ...] = tuple(
     f.name for f in fields(BenchJob) if f.name not in OPTIONAL_JOB_FIELDS
