@@ -250,7 +250,8 @@ def test_open_loop_drops_arrivals_over_the_cap_on_requests_in_flight(
     by_index = sorted(records, key=lambda r: r["request_index"])  # file: finishing order
     kinds = [(r["error"] or {}).get("type") for r in by_index]
     assert kinds == [None, None, "dropped", "dropped", "dropped", "dropped"]
-    assert len(scripted_server.requests) == 2  # the dropped ones never reached the server
+    sent = {r.body.get("input") for r in scripted_server.requests}
+    assert sent == {r["text"] for r in by_index[:2]}, sent  # dropped ones never reached it
     assert summary["n_dropped"] == 4 and summary["n_scored"] == 2 and summary["n_failed"] == 0
     assert summary["errors_by_type"] == {"dropped": 4}
     assert summary["schedule_lag_s"]["n"] == 2
