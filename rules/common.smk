@@ -120,6 +120,8 @@ def get_final_output():
         "results/tables/capacity.md",
         "results/figures/capacity.png",
     ]
+    if config["request_rates"]:  # the open-loop points: the public report's load shape
+        targets += ["results/tables/by_rate.md", "results/figures/by_rate.png"]
     if AGENT_SYSTEMS:
         targets += ["results/tables/agent.md", "results/figures/agent.png"]
     if QUALITY["enabled"]:

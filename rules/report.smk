@@ -3,6 +3,7 @@
 
 localrules:
     agent_table,
+    by_rate,
     capacity,
     tables,
     figures,
@@ -164,6 +165,38 @@ rule capacity:
         grid=CONCURRENCY,
     shell:
         "python -m thetalker.report.capacity --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} {params.ttfa_slo} {params.slo} --grid {params.grid} --table {output.table} --figure {output.figure} > {log} 2>&1"
+
+
+# The public report's load shape: p95 audible first audio by request rate per system, from
+# the open-loop points (request_rates, capped at max_in_flight) of points.csv.
+rule by_rate:
+    input:
+        "results/points.csv",
+    output:
+        table=report(
+            "results/tables/by_rate.md",
+            category="Tables",
+            caption="../report/by_rate_table.rst",
+        ),
+        csv=report(
+            "results/tables/by_rate.csv",
+            category="Tables",
+            caption="../report/by_rate_table.rst",
+        ),
+        figure=report(
+            "results/figures/by_rate.png",
+            category="Figures",
+            caption="../report/by_rate_figure.rst",
+        ),
+    log:
+        "results/logs/by_rate.log",
+    conda:
+        "../envs/report.yaml"
+    params:
+        models=MODELS,
+        systems=SYSTEMS,
+    shell:
+        "python -m thetalker.report.by_rate --points {input} --models {params.models} --systems {params.systems} --table {output.table} --figure {output.figure} > {log} 2>&1"
 
 
 # The agent mode's table and figure, from the records of the protocol: websocket systems.

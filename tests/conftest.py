@@ -31,6 +31,8 @@ def default_workflow_run(tmp_path_factory: pytest.TempPathFactory):
 
     workdir = copy_workflow(tmp_path_factory.mktemp("default-run") / "wf")
     targets = ("results/tables/continuity.md", "results/tables/ttfa.md")
+    # ...and the public report's shapes (issue 22): by rate, the start buffer figure.
+    targets += ("results/tables/by_rate.md", "results/figures/start_buffer.png")
     try:
         result = smk(workdir, "--cores", "2", *targets, "results/tables/capacity.md")
         assert result.returncode == 0, result.stderr[-3000:]
