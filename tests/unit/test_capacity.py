@@ -204,3 +204,30 @@ def test_from_spec_names_unknown_keys():
     assert ServiceLevel.from_spec({"min_continuity_pct": None}) == ServiceLevel()
     with pytest.raises(ValueError, match="unknown key.*max_ttfa"):
         ServiceLevel.from_spec({"max_ttfa": 1})
+
+
+def test_capacity_md_names_the_figure_that_broke_first_and_the_cliff(tmp_path):
+    import pandas as pd
+
+    from thetalker.report import capacity as report
+    from thetalker.report.common import load_points
+
+    base = {"model": "m", "system": "s", "rtfx": 1.0, "chars_per_s": 1.0, "n_scored": 20}
+    base |= {"n_failed": 0, "n_inaudible": 0, "continuity_pct": 100.0, "audible_pct": 100.0}
+    audible = {1: 0.2, 2: 0.5, 4: 1.3, 8: 0.8}  # 4 breaks the 1 s p95; 8 holds again
+    rows = [
+        {**base, "point": f"c{c}", "concurrency": c, "ttfa_audible_s_p95": p95}
+        for c, p95 in audible.items()
+    ]
+    pd.DataFrame(rows).to_csv(tmp_path / "points.csv", index=False)
+    points = load_points(tmp_path / "points.csv")
+    level = ServiceLevel()
+    [row] = report.capacity_rows(points, ["m"], ["s"], level, 1, 2.99)
+    assert row["capacity_streams"] == 2 and row["first_failing_streams"] == 4
+    assert row["broke_first"] == "audible first audio p95 (s) 1.3 (limit 1) at 4"
+    assert row["cliff_streams"] == "8"
+    text = report.capacity_table(points, ["m"], ["s"], level, 1, 2.99)
+    assert (
+        "| m | s | 2 | audible first audio p95 (s) 1.3 (limit 1) at 4 | holds again at 8 |" in text
+    )
+    assert "audible first audio p95 <= 1 s" in text
