@@ -133,7 +133,8 @@ rule figures:
 # at capacity beside the headline one.
 rule capacity:
     input:
-        "results/points.csv",
+        points="results/points.csv",
+        wer=capacity_wer_inputs(),
     output:
         table=report(
             "results/tables/capacity.md",
@@ -164,7 +165,7 @@ rule capacity:
         slo=wfc.slo_args(config),
         grid=CONCURRENCY,
     shell:
-        "python -m thetalker.report.capacity --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} {params.ttfa_slo} {params.slo} --grid {params.grid} --table {output.table} --figure {output.figure} > {log} 2>&1"
+        "python -m thetalker.report.capacity --points {input.points} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} {params.ttfa_slo} {params.slo} --grid {params.grid} --table {output.table} --figure {output.figure} > {log} 2>&1"
 
 
 # The public report's load shape: p95 audible first audio by request rate per system, from

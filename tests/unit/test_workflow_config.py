@@ -375,3 +375,25 @@ def test_a_bad_asr_model_is_refused_at_config_time(asr, message, monkeypatch):
     for fine in ("tiny.en", "Systran/faster-whisper-small", "tiny.en-bundled"):
         config["quality"]["asr"].update(backend="faster-whisper", model=fine)
         wfc.check_quality(config)
+
+
+def test_capacity_slo_is_checked_and_filled_from_report(workdir):
+    config = checked(load("config.yaml"))
+    # The embedded default: capacity.slo's defaults, continuity from report.min_continuity_pct.
+    assert wfc.service_level_spec(config) == {
+        "player_model": "max_deficit_0.1s",
+        "min_continuity_pct": 95.0,
+        "max_audible_p95_s": 1.0,
+        "max_failed_pct": 1.0,
+        "max_wer_pct": None,
+        "ttfa_slo_s": None,
+    }
+    bad = copy.deepcopy(config)
+    bad["capacity"]["slo"]["player_model"] = "patient"
+    with pytest.raises(wfc.ConfigError, match="capacity.slo: player model 'patient'"):
+        wfc.check_config(bad)
+    wer = copy.deepcopy(config)
+    wer["capacity"]["slo"]["max_wer_pct"] = 5.0
+    wer["quality"]["at_speed_points"] = False
+    with pytest.raises(wfc.ConfigError, match="max_wer_pct: needs quality.at_speed_points"):
+        wfc.check_config(wer)

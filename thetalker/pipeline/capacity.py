@@ -59,7 +59,7 @@ DEFAULT_MAX_FAILED_PCT = 1.0  # AIPerf-style goodput: at most 1 request in 100 l
 @dataclass(frozen=True)
 class Figure:
     """One figure of the service level at one load: its value, its limit, whether it held
-    (`value` None: not measured there, which never holds)."""
+    (`value` None: not measured there, which never holds, except WER: see ServiceLevel)."""
 
     name: str
     value: float | None
@@ -90,7 +90,8 @@ class ServiceLevel:
     - audible first audio p95 (the -45 dBFS onset, thetalker.metrics.onset) at most
       `max_audible_p95_s` seconds;
     - WER at most `max_wer_pct` % on the audio of that load (`wer_pct` in the summary: the
-      report takes it from the point's wer.json; the live search cannot measure it);
+      report takes it from the point's wer.json; the live search cannot measure it, and a
+      point without one, a search point, is judged on the other figures);
     - first byte p90 at most `ttfa_slo_s` (the older report.ttfa_slo_s, off by default).
     """
 
@@ -151,8 +152,11 @@ class ServiceLevel:
                 )
             )
         if self.max_wer_pct is not None and not live:
+            # Measured at the grid's points only (quality.at_speed_points transcribes c{N});
+            # a point without it (a search point) is judged on the other figures.
             value = summary.get("wer_pct")
-            out.append(Figure("WER %", value, self.max_wer_pct, _le(value, self.max_wer_pct)))
+            held = value is None or value <= self.max_wer_pct
+            out.append(Figure("WER %", value, self.max_wer_pct, held))
         if self.ttfa_slo_s is not None:
             value = _get(summary, "ttfa_s_p90", "ttfa_s", "p90")
             out.append(
