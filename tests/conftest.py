@@ -24,7 +24,8 @@ def scripted_server() -> Iterator[ScriptedServer]:
 @pytest.fixture(scope="session")
 def default_workflow_run(tmp_path_factory: pytest.TempPathFactory):
     """One run of the default configuration on a copy of the workflow (the speed tables and
-    capacity.md: about a minute and a half on 2 cores), shared by the tests that read its
+    capacity.md, by_rate.md, start_buffer.png: about two minutes on 2 idle cores, five or six
+    at load average 13), shared by the tests that read its
     shape (the knee, the capacity) instead of each running it again. Returns the copy."""
     from tests.support.processes import processes_in
     from tests.support.workflow_copy import copy_workflow, smk
