@@ -40,6 +40,7 @@ from thetalker.report.common import (  # noqa: E402
     point_labels,
     write_table,
 )
+from thetalker.report.output import ReportWriteError, write_output  # noqa: E402
 
 __all__ = ["rate_labels", "by_rate_rows", "by_rate_table", "by_rate_figure", "main"]
 
@@ -153,10 +154,11 @@ def by_rate_figure(
     ax.set_title("p95 audible first audio by request rate (-45 dBFS onset)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small")
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(out, dpi=DPI)
-    plt.close(fig)
+    try:  # whole or not at all (thetalker.report.output)
+        write_output(out, lambda tmp: fig.savefig(tmp, dpi=DPI))
+    finally:
+        plt.close(fig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -171,11 +173,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if points is None:
         return 1
     text = by_rate_table(points, args.models, args.systems)
-    csv_path = write_table(args.table, text, by_rate_rows(points, args.models, args.systems))
-    print(f"wrote {args.table} and {csv_path}")
-    if args.figure:
-        by_rate_figure(points, args.models, args.systems, args.figure)
-        print(f"wrote {args.figure}")
+    try:
+        csv_path = write_table(args.table, text, by_rate_rows(points, args.models, args.systems))
+        print(f"wrote {args.table} and {csv_path}")
+        if args.figure:
+            by_rate_figure(points, args.models, args.systems, args.figure)
+            print(f"wrote {args.figure}")
+    except ReportWriteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
