@@ -289,8 +289,8 @@ def test_default_run_gives_each_system_a_capacity_that_agrees_with_continuity(
         assert find_capacity(passed).load == row["capacity_streams"], (system, by_point)
         manifest = json.loads((runs / system / "piper-joe" / "search.json").read_text())
         assert manifest["capacity"]["streams"]["load"] == row["capacity_streams"]
-        for point in manifest["points"]:
-            assert f"c{point['concurrency']}" in by_point
+        for point in manifest["points"]:  # the search points, closed and open loop
+            assert point["point"] in by_point, (point["point"], by_point)
 
 
 def test_the_search_says_which_figure_broke_first_and_repeats_the_boundary(
