@@ -4,6 +4,7 @@
 localrules:
     agent_table,
     server_table,
+    by_rate,
     capacity,
     tables,
     figures,
@@ -109,6 +110,11 @@ rule figures:
             category="Figures",
             caption="../report/perceived_figure.rst",
         ),
+        start_buffer=report(
+            "results/figures/start_buffer.png",
+            category="Figures",
+            caption="../report/start_buffer_figure.rst",
+        ),
     log:
         "results/logs/figures.log",
     conda:
@@ -120,7 +126,7 @@ rule figures:
         gpu_hour_usd=config["report"]["gpu_hour_usd"],
         min_continuity_pct=config["report"]["min_continuity_pct"],
     shell:
-        "python -m thetalker.report.figures --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} --throughput {output.throughput} --continuity {output.continuity} --ttfa {output.ttfa} --cost {output.cost} --continuity-thresholds {output.continuity_thresholds} --perceived {output.perceived} > {log} 2>&1"
+        "python -m thetalker.report.figures --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} --throughput {output.throughput} --continuity {output.continuity} --ttfa {output.ttfa} --cost {output.cost} --continuity-thresholds {output.continuity_thresholds} --perceived {output.perceived} --start-buffer {output.start_buffer} > {log} 2>&1"
 
 
 # How many streams each (system, model) holds (thetalker.report.capacity), from points.csv:
@@ -128,7 +134,8 @@ rule figures:
 # at capacity beside the headline one.
 rule capacity:
     input:
-        "results/points.csv",
+        points="results/points.csv",
+        wer=capacity_wer_inputs(),
     output:
         table=report(
             "results/tables/capacity.md",
@@ -156,9 +163,42 @@ rule capacity:
         gpu_hour_usd=config["report"]["gpu_hour_usd"],
         min_continuity_pct=config["report"]["min_continuity_pct"],
         ttfa_slo=wfc.ttfa_slo_arg(config),
+        slo=wfc.slo_args(config),
         grid=CONCURRENCY,
     shell:
-        "python -m thetalker.report.capacity --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} {params.ttfa_slo} --grid {params.grid} --table {output.table} --figure {output.figure} > {log} 2>&1"
+        "python -m thetalker.report.capacity --points {input.points} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} {params.ttfa_slo} {params.slo} --grid {params.grid} --table {output.table} --figure {output.figure} > {log} 2>&1"
+
+
+# The public report's load shape: p95 audible first audio by request rate per system, from
+# the open-loop points (request_rates, capped at max_in_flight) of points.csv.
+rule by_rate:
+    input:
+        "results/points.csv",
+    output:
+        table=report(
+            "results/tables/by_rate.md",
+            category="Tables",
+            caption="../report/by_rate_table.rst",
+        ),
+        csv=report(
+            "results/tables/by_rate.csv",
+            category="Tables",
+            caption="../report/by_rate_table.rst",
+        ),
+        figure=report(
+            "results/figures/by_rate.png",
+            category="Figures",
+            caption="../report/by_rate_figure.rst",
+        ),
+    log:
+        "results/logs/by_rate.log",
+    conda:
+        "../envs/report.yaml"
+    params:
+        models=MODELS,
+        systems=SYSTEMS,
+    shell:
+        "python -m thetalker.report.by_rate --points {input} --models {params.models} --systems {params.systems} --table {output.table} --figure {output.figure} > {log} 2>&1"
 
 
 # The agent mode's table and figure, from the records of the protocol: websocket systems.

@@ -50,6 +50,7 @@ class InFlight:
 
     _sink: RecordSink
     _on_done: Callable[[Any], None] | None
+    _exchange_type: Callable[..., Any]  # (request_index, prompt, warmup, scheduled) -> exchange
 
     def __init__(self) -> None:
         self.in_flight = 0
@@ -61,6 +62,17 @@ class InFlight:
         self.in_flight += 1
         if self.in_flight > self.max_in_flight:
             self.max_in_flight = self.in_flight
+
+    def drop(self, item: Item, scheduled: float) -> None:
+        """An open-loop arrival dropped at the cap on requests in flight: recorded (error
+        `dropped`, sent at its due time, no response), never sent."""
+        index, prompt, warmup = item
+        ex = self._exchange_type(index, prompt, warmup, scheduled)
+        ex.t_send = scheduled
+        ex.failure = ("dropped", f"{self.in_flight} requests in flight at its arrival")
+        self._sink.put(ex)
+        if self._on_done is not None:
+            self._on_done(ex)
 
     async def _track(self, ex: Any, exchange: Awaitable[None], what: str) -> None:
         try:
@@ -86,6 +98,8 @@ class InFlight:
 
 class Sender(InFlight):
     """`await sender(item, scheduled)` sends one request; counts what is in flight."""
+
+    _exchange_type = _Exchange
 
     def __init__(
         self,

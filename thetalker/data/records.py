@@ -55,7 +55,7 @@ class RequestFigures:
     """What `thetalker.metrics.request_metrics` derives from one request's timeline."""
 
     ttfa_s: float | None
-    leading_silence_s: float
+    leading_silence_s: float | None  # None: no audible onset (inaudible)
     ttfa_audible_s: float | None
     ttfa_audible_naive_s: float | None
     audio_s: float
@@ -64,6 +64,8 @@ class RequestFigures:
     continuity_ok: bool
     stalls: int
     stall_s: float
+    audible: bool | None = None  # an audible onset was found (thetalker.metrics.onset)
+    audible_onset_rule: str | None = None  # OnsetSettings.label() of the rule used
 
     @classmethod
     def from_metrics(cls, figures: Mapping[str, Any]) -> RequestFigures:
@@ -99,9 +101,11 @@ class Record:
     request_sent_s: float | None = None  # from t_submit_s until the body's first byte went
     ttfa_from_sent_s: float | None = None  # ttfa_s - request_sent_s
     ttfa_s: float | None
-    leading_silence_s: float
+    leading_silence_s: float | None  # None: inaudible (older records: 0 for that)
     ttfa_audible_s: float | None
     ttfa_audible_naive_s: float | None
+    audible: bool | None = None  # added with the absolute onset rule; absent in older records
+    audible_onset_rule: str | None = None
     wall_s: float
     chunk_arrival_s: list[float]
     chunk_bytes: list[int]
@@ -252,6 +256,15 @@ OPTIONAL_SUMMARY_FIELDS = (
     "audio_s",
     "stalls_total",
     "rtfx_per_request",
+    "n_inaudible",
+    "audible_pct",
+    "audible_onset_rule",
+    "stall_gate_pct",
+    "no_stall_pct",
+    "largest_stall_s_max",
+    "start_buffer_s",
+    "n_dropped",
+    "audible_onset",
     "schema_version",
     "complete",
     "sample_rate",
@@ -278,6 +291,7 @@ ERROR_TYPES = (
     "sse_error",  # an SSE error event (`speech.audio.error`; sglang-omni's `error`)
     "empty",  # 200 with no audio at all
     "cancelled",  # the run stopped (Ctrl-C, server died) before this request finished
+    "dropped",  # open loop: the arrival found max_in_flight requests in flight, never sent
     # The agent mode (WebSocket):
     "session_refused",  # the server's first answer was `error` and it closed (a bad config)
     "ws_error",  # an `error` event during the session (e.g. a sentence failed)

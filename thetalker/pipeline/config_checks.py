@@ -198,6 +198,7 @@ def check_config(config: Mapping[str, Any]) -> None:
             "config field quality.at_speed_points: needs repeats 1 (a point's rounds are not "
             "transcribed)"
         )
+    _check_service_level(config)
     _check_no_secrets(config)
     for system in config["systems"]:
         _check_server(config, system)
@@ -298,6 +299,24 @@ def _check_server(config: Mapping[str, Any], system: str) -> None:
             )
 
 
+def _check_service_level(config: Mapping[str, Any]) -> None:
+    """capacity.slo: a known player model; WER only where it is measured at each point."""
+    from thetalker.pipeline.capacity import ServiceLevel
+
+    try:
+        ServiceLevel.from_spec(service_level_spec(config))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"config field capacity.slo: {exc}") from None
+    slo = (config.get("capacity") or {}).get("slo") or {}
+    if slo.get("max_wer_pct") is not None and not (config.get("quality") or {}).get(
+        "at_speed_points"
+    ):
+        raise ConfigError(
+            "config field capacity.slo.max_wer_pct: needs quality.at_speed_points true (the WER "
+            "of each load's audio)"
+        )
+
+
 def _check_no_secrets(config: Mapping[str, Any]) -> None:
     """A secret's value in env or extra_args would reach params and logs (thetalker.util.redact)."""
     from thetalker.util.redact import check_args, check_env_names
@@ -378,6 +397,7 @@ def bench_job(config: Mapping[str, Any], system: str, model: str) -> BenchJob:
         rate_requests=config.get("rate_requests") if config.get("request_rates") else None,
         capacity=capacity_search(config),
         **{key: sys_spec[key] for key in _SERVER_KEYS if sys_spec.get(key) is not None},
+        max_in_flight=config.get("max_in_flight") if config.get("request_rates") else None,
     )
 
 
@@ -386,23 +406,42 @@ _SERVER_KEYS = ("profile", "server", "base_url", "api_key_env", "command", "read
 
 
 def capacity_search(config: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The bench job's bisection (`capacity.refine`): its step limit and the service level it
-    searches for (report.min_continuity_pct, report.ttfa_slo_s), or None when off."""
+    """The bench job's bisection (`capacity.refine`): its step limit, the boundary repeats and
+    the service level it searches for (`service_level_spec`), or None when off."""
     capacity = config.get("capacity") or {}
     if not capacity.get("refine"):
         return None
-    report = config["report"]
     return {
         "max_steps": int(capacity.get("max_steps", 4)),
-        "min_continuity_pct": float(report.get("min_continuity_pct", 95)),
-        "ttfa_slo_s": report.get("ttfa_slo_s"),
+        "repeat_boundary": int(capacity.get("repeat_boundary", 0)),
+        "slo": service_level_spec(config),
     }
+
+
+def service_level_spec(config: Mapping[str, Any]) -> dict[str, Any]:
+    """`capacity.slo` with its gaps filled from report.*: continuity defaults to
+    report.min_continuity_pct, and report.ttfa_slo_s (first byte p90) joins the level."""
+    report = config["report"]
+    slo = dict((config.get("capacity") or {}).get("slo") or {})
+    if slo.get("min_continuity_pct") is None:
+        slo["min_continuity_pct"] = float(report.get("min_continuity_pct", 95))
+    slo["ttfa_slo_s"] = report.get("ttfa_slo_s")
+    return slo
 
 
 def ttfa_slo_arg(config: Mapping[str, Any]) -> str:
     """`--ttfa-slo-s X` for thetalker.report.capacity, or "" when report.ttfa_slo_s is null."""
     slo = config["report"].get("ttfa_slo_s")
     return "" if slo is None else f"--ttfa-slo-s {float(slo):g}"
+
+
+def slo_args(config: Mapping[str, Any]) -> str:
+    """thetalker.report.capacity's service level arguments from `capacity.slo`: `--slo JSON`
+    (quoted for the shell)."""
+    import json
+    import shlex
+
+    return "--slo " + shlex.quote(json.dumps(service_level_spec(config), sort_keys=True))
 
 
 def point_labels(config: Mapping[str, Any]) -> list[str]:

@@ -62,7 +62,8 @@ class BenchJob:
     request_rates: tuple[float, ...] = ()  # open-loop points (requests/s), after the closed
     rate_requests: int | None = None  # scored requests at each request-rate point
     # The bisection of thetalker.pipeline.capacity in the same server session, None: off. Keys:
-    # max_steps, min_continuity_pct, ttfa_slo_s (the service level, report.*).
+    # max_steps, repeat_boundary, slo (the service level, capacity.slo; older specs:
+    # min_continuity_pct, ttfa_slo_s).
     capacity: Mapping[str, Any] | None = None
     # The server (thetalker.backends), each left out of the JSON at None:
     profile: str | None = None  # its engine profile (Nari: ttfa, balanced, throughput)
@@ -71,6 +72,8 @@ class BenchJob:
     api_key_env: str | None = None  # the variable holding its API key (the name only)
     command: str | None = None  # launcher command: the template ({port}, {model}, {deploy})
     ready_path: str | None = None  # launcher command: GET answering 200 once ready
+    # Open-loop points: arrivals finding this many requests in flight are dropped (None: no cap).
+    max_in_flight: int | None = None
 
     @property
     def speaks(self) -> str:
@@ -98,6 +101,7 @@ class BenchJob:
             "request_rates": tuple(float(r) for r in self.request_rates),
             "rate_requests": None if self.rate_requests is None else int(self.rate_requests),
             "capacity": None if self.capacity is None else dict(self.capacity),
+            "max_in_flight": None if self.max_in_flight is None else int(self.max_in_flight),
         }
         for name, value in coerce.items():
             object.__setattr__(self, name, value)
@@ -198,9 +202,17 @@ def _check_values(job: BenchJob) -> None:
     if job.request_rates and (job.rate_requests is None or job.rate_requests < 1):
         bad("rate_requests", f"must be at least 1 with request_rates (got {job.rate_requests})")
     if job.capacity is not None:
-        unknown = sorted(set(job.capacity) - {"max_steps", "min_continuity_pct", "ttfa_slo_s"})
+        known = {"max_steps", "min_continuity_pct", "ttfa_slo_s", "slo", "repeat_boundary"}
+        unknown = sorted(set(job.capacity) - known)
         if unknown:
             bad("capacity", f"unknown key(s) {', '.join(unknown)}")
+        if job.capacity.get("slo") is not None:
+            from thetalker.pipeline.capacity import ServiceLevel
+
+            try:
+                ServiceLevel.from_spec(job.capacity["slo"])
+            except (TypeError, ValueError) as exc:
+                bad("capacity.slo", str(exc))
         if int(job.capacity.get("max_steps", 0)) < 0:
             bad("capacity.max_steps", f"must be 0 or more (got {job.capacity['max_steps']})")
     if job.launcher == "local" and job.voice.get("clone"):
@@ -260,6 +272,7 @@ OPTIONAL_JOB_FIELDS: tuple[str, ...] = (
     "api_key_env",
     "command",
     "ready_path",
+    "max_in_flight",
 )
 # The optional fields to_dict leaves out at these values (secret_env: when empty).
 _OMITTED_AT: dict[str, Any] = {
@@ -273,6 +286,7 @@ _OMITTED_AT: dict[str, Any] = {
     "api_key_env": None,
     "command": None,
     "ready_path": None,
+    "max_in_flight": None,
 }
 JOB_FIELDS: tuple[str, ...] = tuple(
     f.name for f in fields(BenchJob) if f.name not in OPTIONAL_JOB_FIELDS

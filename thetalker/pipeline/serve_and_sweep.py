@@ -165,6 +165,7 @@ def bench_options(
         timeout_s=job.request_timeout_s,
         save_audio_dir=str(save_audio_dir) if save_audio_dir else None,
         max_error_rate=job.max_error_rate,
+        max_in_flight=job.max_in_flight if load.request_rate is not None else None,
         **dict(job.agent or {}),  # the agent mode: protocol and the text's pace
         **_server_options(job),
     )
@@ -243,7 +244,7 @@ class _Session:
             if failure and not search:
                 raise BenchJobError(f"{name} {label}: {failure}")
         records = [r for one in read_rounds([d / "records.jsonl" for d in dirs]) for r in one]
-        pooled = summarize_point(records, concurrency=load.concurrency)
+        pooled = summarize_point(records, concurrency=load.concurrency).to_dict()
         return {**pooled, "failure": failure} if failure else pooled
 
 
@@ -275,11 +276,11 @@ def _search(
     """The capacity search (job.capacity): bisection on the closed loop, then on the open
     loop with the steps left. Returns the search points (manifest entries) and the
     capacity found per loop kind."""
-    from thetalker.pipeline.capacity import ServiceLevel, find_capacity, refine
+    from thetalker.pipeline.capacity import find_capacity, refine
 
     job = session.job
     spec = dict(job.capacity or {})
-    level = ServiceLevel(float(spec.get("min_continuity_pct", 95.0)), spec.get("ttfa_slo_s"))
+    level = _service_level(spec)
     steps_left = int(spec.get("max_steps", 0))
     rounds = [f"round{k}" for k in range(1, job.repeats + 1)] if job.repeats > 1 else [""]
     points: list[dict[str, Any]] = []
@@ -292,27 +293,89 @@ def _search(
         }
         if not on_grid:
             continue
-        passed = {x: level.holds(s) and "failure" not in s for x, s in on_grid.items()}
+        summaries = dict(on_grid)
+        passed = {x: _holds(level, s) for x, s in on_grid.items()}
 
-        def probe(x: float, closed: bool = closed) -> bool:
+        def probe(x: float, closed: bool = closed, summaries: dict = summaries) -> bool:
             load = Load(concurrency=int(x)) if closed else Load(request_rate=_round_rate(x))
             dirs = [search_dir / load.label / r for r in rounds]
             summary = session.run_point(load, dirs, search=True)
-            holds = level.holds(summary) and "failure" not in summary
-            points.append(_manifest_entry(load, dirs, holds, summary))
+            holds = _holds(level, summary)
+            summaries[x] = summary
+            points.append(_manifest_entry(load, dirs, holds, summary, level))
             return holds
 
         results = refine(passed, probe, list(on_grid), steps_left, integer=closed)
         steps_left -= len(results) - len(on_grid)
         found = find_capacity(results)
+        unit = "" if closed else " req/s"
+        broke = (
+            _broken(level, summaries.get(found.first_failing))
+            if found.first_failing is not None
+            else []
+        )
         capacity[kind] = {
             "load": found.load,
             "verdict": found.verdict,
             "first_failing": found.first_failing,
-            "label": found.label("" if closed else " req/s"),
+            "label": found.label(unit),
+            "broke_first": broke,  # the figures that failed at the first failing load
+            "cliff": list(found.passing_above),  # loads above it that held anyway
         }
+        repeats = int(spec.get("repeat_boundary", 0))
+        if repeats and found.load is not None:
+            capacity[kind]["boundary_repeats"] = _repeat_boundary(
+                session, level, found.load, closed, repeats, search_dir, rounds
+            )
         print(f"capacity ({kind}): {job.system}/{job.model} {capacity[kind]['label']}", flush=True)
     return points, capacity
+
+
+def _service_level(spec: dict[str, Any]) -> Any:
+    """The job's service level: `capacity.slo`, or (older jobs) min_continuity_pct and
+    ttfa_slo_s at the top of `capacity`, the level they meant (no other figure)."""
+    from thetalker.pipeline.capacity import ServiceLevel
+
+    if "slo" in spec:
+        return ServiceLevel.from_spec(spec["slo"] or {})
+    return ServiceLevel(
+        float(spec.get("min_continuity_pct", 95.0)),
+        spec.get("ttfa_slo_s"),
+        max_audible_p95_s=None,
+        max_failed_pct=None,
+    )
+
+
+def _holds(level: Any, summary: dict[str, Any]) -> bool:
+    """Live: the search measures no WER; a point that failed its acceptance never holds."""
+    return level.holds(summary, live=True) and "failure" not in summary
+
+
+def _broken(level: Any, summary: dict[str, Any] | None) -> list[str]:
+    broken = level.broken(summary, live=True)
+    return broken + (["acceptance"] if summary and "failure" in summary else [])
+
+
+def _repeat_boundary(
+    session: _Session,
+    level: Any,
+    load_value: float,
+    closed: bool,
+    repeats: int,
+    search_dir: Path,
+    rounds: Sequence[str],
+) -> list[dict[str, Any]]:
+    """The capacity's load run `repeats` times more on the same server (capacity.
+    repeat_boundary), under search/{point}/repeat{k}/: whether it held each time. Kept in
+    search.json only (a repeat is not another point of the tables; outside the point layout,
+    so no reader of records takes it for one)."""
+    load = Load(concurrency=int(load_value)) if closed else Load(request_rate=load_value)
+    out = []
+    for k in range(1, repeats + 1):
+        dirs = [search_dir / load.label / f"repeat{k}" / r for r in rounds]
+        summary = session.run_point(load, dirs, search=True)
+        out.append(_manifest_entry(load, dirs, _holds(level, summary), summary, level))
+    return out
 
 
 def _round_rate(rate: float) -> float:
@@ -321,13 +384,15 @@ def _round_rate(rate: float) -> float:
 
 
 def _manifest_entry(
-    load: Load, dirs: Sequence[Path], holds: bool, summary: dict[str, Any]
+    load: Load, dirs: Sequence[Path], holds: bool, summary: dict[str, Any], level: Any
 ) -> dict[str, Any]:
     return {
         "point": load.label,
         "concurrency": load.concurrency,
         "request_rate": load.request_rate,
         "holds": holds,
+        "broken": _broken(level, summary),
+        "figures": {f.name: f.value for f in level.figures(summary, live=True)},
         "continuity_pct": summary.get("continuity_pct"),
         "ttfa_s_p90": (summary.get("ttfa_s") or {}).get("p90"),
         "failure": summary.get("failure"),
