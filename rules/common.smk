@@ -73,6 +73,15 @@ def bench_outputs(filename):
     )
 
 
+def capacity_wer_inputs():
+    """The speed points' wer.json when capacity.slo gates on WER (quality.at_speed_points):
+    the capacity table reads each one beside its point's records."""
+    slo = (config.get("capacity") or {}).get("slo") or {}
+    if slo.get("max_wer_pct") is None:
+        return []
+    return expand(f"{POINT}/wer.json", model=MODELS, system=SYSTEMS, n=CONCURRENCY)
+
+
 def every_point(filename):
     """One file of every speed point (and round) on the grid, in config order: models, then
     systems, then points. The search points are in the manifests (every_search_manifest).
@@ -127,6 +136,8 @@ def get_final_output():
         "results/tables/server.md",
         "results/figures/server.png",
     ]
+    if config["request_rates"]:  # the open-loop points: the public report's load shape
+        targets += ["results/tables/by_rate.md", "results/figures/by_rate.png"]
     if AGENT_SYSTEMS:
         targets += ["results/tables/agent.md", "results/figures/agent.png"]
     if QUALITY["enabled"]:

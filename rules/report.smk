@@ -5,6 +5,7 @@
 localrules:
     agent_table,
     server_table,
+    by_rate,
     capacity,
     tables,
     figures,
@@ -107,6 +108,11 @@ rule figures:
             category="Figures",
             caption="../report/perceived_figure.rst",
         ),
+        start_buffer=report(
+            "results/figures/start_buffer.png",
+            category="Figures",
+            caption="../report/start_buffer_figure.rst",
+        ),
     log:
         "results/logs/figures.log",
     conda:
@@ -118,7 +124,7 @@ rule figures:
         "--throughput {output.throughput} --continuity {output.continuity} "
         "--ttfa {output.ttfa} --cost {output.cost} "
         "--continuity-thresholds {output.continuity_thresholds} "
-        "--perceived {output.perceived} > {log} 2>&1"
+        "--perceived {output.perceived} --start-buffer {output.start_buffer} > {log} 2>&1"
 
 
 # How many streams each (system, model) holds (thetalker.report.capacity), from points.csv:
@@ -126,7 +132,8 @@ rule figures:
 # at capacity beside the headline one.
 rule capacity:
     input:
-        "results/points.csv",
+        points="results/points.csv",
+        wer=capacity_wer_inputs(),
     output:
         table=report(
             "results/tables/capacity.md",
@@ -150,7 +157,39 @@ rule capacity:
     params:
         report=REPORT_SETTINGS,
     shell:
-        "python -m thetalker.report.capacity --points {input} --settings {params.report:q} "
+        "python -m thetalker.report.capacity --points {input.points} --settings {params.report:q} "
+        "--table {output.table} --figure {output.figure} > {log} 2>&1"
+
+
+# The public report's load shape: p95 audible first audio by request rate per system, from
+# the open-loop points (request_rates, capped at max_in_flight) of points.csv.
+rule by_rate:
+    input:
+        "results/points.csv",
+    output:
+        table=report(
+            "results/tables/by_rate.md",
+            category="Tables",
+            caption="../report/by_rate_table.rst",
+        ),
+        csv=report(
+            "results/tables/by_rate.csv",
+            category="Tables",
+            caption="../report/by_rate_table.rst",
+        ),
+        figure=report(
+            "results/figures/by_rate.png",
+            category="Figures",
+            caption="../report/by_rate_figure.rst",
+        ),
+    log:
+        "results/logs/by_rate.log",
+    conda:
+        "../envs/report.yaml"
+    params:
+        report=REPORT_SETTINGS,
+    shell:
+        "python -m thetalker.report.by_rate --points {input} --settings {params.report:q} "
         "--table {output.table} --figure {output.figure} > {log} 2>&1"
 
 

@@ -67,7 +67,8 @@ def default_workflow_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The one run of the default configuration per test session: the README's first command
     as written (`snakemake --cores 2 results/tables/throughput.md`, with bash, no stand-ins on
     PATH) on a fresh copy of the workflow, then the speed tables it made the points of
-    (continuity, TTFA, capacity: tables only, no bench job runs again). Shared by the README
+    (continuity, TTFA, capacity, by rate, the start-buffer figure: tables only, no bench job
+    runs again). Shared by the README
     test (tests/workflow/test_report_opens.py), the knee and the capacity tests. Returns the
     copy."""
     from tests.support.processes import processes_in, run_in_group
@@ -80,7 +81,9 @@ def default_workflow_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
         done = run_in_group(["bash", "-c", first], cwd=workdir, env=env, timeout=840)
         assert done.returncode == 0, f"{first}:\n{done.stderr[-3000:]}"
-        tables = [f"results/tables/{t}.md" for t in ("continuity", "ttfa", "capacity")]
+        tables = [f"results/tables/{t}.md" for t in ("continuity", "ttfa", "capacity", "by_rate")]
+        # ...and the public report's shapes (issue 22): by rate, the start buffer figure.
+        tables.append("results/figures/start_buffer.png")
         result = smk(workdir, "--cores", "2", *tables, env=env)
         assert result.returncode == 0, result.stderr[-3000:]
         assert "rule bench:" not in result.stdout + result.stderr, "a bench job ran again"

@@ -100,7 +100,9 @@ def test_continuous_stream_and_leading_silence(scripted_server: ScriptedServer, 
     summary, (rec,) = _run(scripted_server, tmp_path, ["x"])
     assert rec["continuity_ok"] is True
     assert rec["max_underrun_s"] == 0.0 and rec["stalls"] == 0
-    assert rec["leading_silence_s"] == pytest.approx(0.2, abs=0.006)
+    # The -45 dBFS rule's first active frame is the one at 0.19 s, half of it tone.
+    assert rec["audible"] is True
+    assert rec["leading_silence_s"] == pytest.approx(0.19, abs=0.001)
     assert rec["ttfa_audible_s"] == pytest.approx(rec["ttfa_s"] + rec["leading_silence_s"])
     assert summary["continuity_pct"] == 100.0
     assert summary["chars_per_s"] == pytest.approx(1 / summary["window_s"])
@@ -238,6 +240,26 @@ def test_open_loop_sends_on_a_seeded_poisson_schedule(
     assert summary["max_in_flight"] > 1
     assert summary["concurrency"] is None and summary["request_rate"] == 20.0
     assert summary["schedule_lag_s"]["n"] == 8
+
+
+def test_open_loop_drops_arrivals_over_the_cap_on_requests_in_flight(
+    scripted_server: ScriptedServer, tmp_path: Path
+):
+    # Each response takes 2 s; 6 arrivals at 1000/s all come within a few ms, so the first
+    # 2 are in flight when the other 4 arrive: those are dropped (recorded, never sent).
+    scripted_server.default = Script(chunks=((0, 4800), (2.0, 4800)))
+    texts = [f"t{i}" for i in range(6)]
+    summary, records = _run(
+        scripted_server, tmp_path, texts, request_rate=1000.0, seed=7, max_in_flight=2
+    )
+    by_index = sorted(records, key=lambda r: r["request_index"])  # file: finishing order
+    kinds = [(r["error"] or {}).get("type") for r in by_index]
+    assert kinds == [None, None, "dropped", "dropped", "dropped", "dropped"]
+    sent = {r.body.get("input") for r in scripted_server.requests}
+    assert sent == {r["text"] for r in by_index[:2]}, sent  # dropped ones never reached it
+    assert summary["n_dropped"] == 4 and summary["n_scored"] == 2 and summary["n_failed"] == 0
+    assert summary["errors_by_type"] == {"dropped": 4}
+    assert summary["schedule_lag_s"]["n"] == 2
 
 
 def test_same_seed_same_prompt_order_and_body(scripted_server: ScriptedServer, tmp_path: Path):

@@ -108,7 +108,7 @@ def test_slower_first_audio_and_lost_continuity_are_caught(tmp_path):
     assert compare.distinguishable(row) == [
         "TTFA p50 B-A (s)",
         "TTFA p90 B-A (s)",
-        "continuity B-A (pp)",
+        "continuity max_deficit_0.1s B-A (pp)",
     ]
 
 

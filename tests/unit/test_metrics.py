@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from thetalker.metrics import (
+    OLD_ONSET_RULE,
     ContinuityStats,
     Interval,
     StallStats,
+    audible_onset_s,
     compute_continuity_stats,
     compute_stalls,
     continuous_at,
-    leading_silence_s,
     paired_interval,
     perceived_first_audio_s,
     percentile_interval,
@@ -136,47 +137,119 @@ def _tone(seconds: float, rate: int = RATE, amplitude: int = 8000) -> np.ndarray
     return (amplitude * np.sin(2 * np.pi * 440 * t)).astype(np.int16)
 
 
-def test_leading_silence_found_at_window_resolution():
+def _square(seconds: float, amplitude: int, rate: int = RATE) -> np.ndarray:
+    """+a, -a, +a, ...: any even-length frame has mean 0 and RMS exactly a."""
+    signs = np.where(np.arange(int(seconds * rate)) % 2 == 0, 1, -1)
+    return (amplitude * signs).astype(np.int16)
+
+
+# -44 dBFS RMS: 32768 * 10^(-44/20) = 206.75, so a = 207 (-43.99 dBFS); -46 dBFS: 164.2 -> 164
+# (-46.01 dBFS). The threshold is -45 dBFS (0.005623 of full scale = 184.3).
+A_44_DBFS, A_46_DBFS = 207, 164
+
+
+def test_a_minus_44_dbfs_onset_is_found_at_its_first_whole_frame():
+    # 0.5 s of zeros, then the square. The frame at 0.49 s holds 10 ms of it: RMS
+    # 207 * sqrt(1/2) = 146 (-47 dBFS), not active; the frames at 0.50 and 0.51 s are
+    # (-44 dBFS): two in a row, so the onset is 0.50 s.
+    pcm = np.concatenate([np.zeros(int(0.5 * RATE), np.int16), _square(0.5, A_44_DBFS)])
+    assert audible_onset_s(pcm, RATE) == pytest.approx(0.5)
+    assert audible_onset_s(pcm.tobytes(), RATE) == pytest.approx(0.5)
+
+
+def test_a_minus_46_dbfs_stream_is_inaudible():
+    pcm = np.concatenate([np.zeros(int(0.5 * RATE), np.int16), _square(0.5, A_46_DBFS)])
+    assert audible_onset_s(pcm, RATE) is None
+
+
+def test_a_dc_offset_is_not_sound():
+    # The whole stream sits at +3000 (-20.8 dBFS if read as sound); the -44 dBFS square
+    # starts at 0.5 s. Each frame's own mean is removed, so the offset frames have RMS 0
+    # and the onset is the square's, 0.50 s (without DC removal it would be 0.0 s).
+    pcm = np.concatenate([np.zeros(int(0.5 * RATE), np.int16), _square(0.5, A_44_DBFS)])
+    offset = (pcm.astype(np.int32) + 3000).astype(np.int16)
+    assert audible_onset_s(offset, RATE) == pytest.approx(0.5)
+
+
+def test_a_loud_onset_starts_at_the_first_frame_it_reaches():
+    # A -15 dBFS tone from 0.3 s: the frame at 0.29 s holds 10 ms of it (about -18 dBFS),
+    # active, as is the one at 0.30 s: the onset is the start of the first, 0.29 s.
     pcm = np.concatenate([np.zeros(int(0.3 * RATE), np.int16), _tone(0.5)])
-    assert leading_silence_s(pcm, RATE) == pytest.approx(0.3, abs=0.005)
+    assert audible_onset_s(pcm, RATE) == pytest.approx(0.29)
 
 
-def test_leading_silence_accepts_bytes():
-    pcm = np.concatenate([np.zeros(int(0.1 * RATE), np.int16), _tone(0.2)])
-    assert leading_silence_s(pcm.tobytes(), RATE) == pytest.approx(0.1, abs=0.005)
-
-
-def test_a_click_shorter_than_20ms_is_not_the_onset():
+def test_a_quiet_burst_shorter_than_a_frame_is_not_an_onset():
+    # A 10 ms burst of the -44 dBFS square at 0.20 s touches the frames at 0.19 and 0.20 s,
+    # each holding 10 ms of it (-47 dBFS): neither is active, so no onset.
     pcm = np.zeros(int(0.5 * RATE), np.int16)
-    pcm[int(0.05 * RATE) : int(0.06 * RATE)] = 9000  # 10 ms click
-    pcm[int(0.2 * RATE) :] = _tone(0.3)
-    assert leading_silence_s(pcm, RATE) == pytest.approx(0.2, abs=0.005)
+    pcm[int(0.2 * RATE) : int(0.21 * RATE)] = _square(0.01, A_44_DBFS)
+    assert audible_onset_s(pcm, RATE) is None
+
+
+def test_one_active_frame_is_not_an_onset():
+    # A 20 ms burst of the -44 dBFS square exactly on the frame at 0.20 s: that frame is
+    # active; its neighbours at 0.19 and 0.21 s hold 10 ms of it (-47 dBFS), not active.
+    # One active frame, not 2 in a row: no onset.
+    pcm = np.zeros(int(0.5 * RATE), np.int16)
+    pcm[int(0.2 * RATE) : int(0.22 * RATE)] = _square(0.02, A_44_DBFS)
+    assert audible_onset_s(pcm, RATE) is None
 
 
 @pytest.mark.parametrize("pcm", [np.zeros(4800, np.int16), np.zeros(0, np.int16), b"\x01"])
-def test_no_onset_is_zero(pcm):
-    assert leading_silence_s(pcm, RATE) == 0.0
+def test_no_onset_is_none_never_zero(pcm):
+    assert audible_onset_s(pcm, RATE) is None
+
+
+def test_a_silent_stream_is_inaudible_not_audible_at_once():
+    silence = np.zeros(int(0.5 * RATE), np.int16)
+    figs = request_metrics([0.1], [silence.nbytes], silence, RATE)
+    assert figs["ttfa_s"] == pytest.approx(0.1)
+    assert figs["audible"] is False
+    assert figs["leading_silence_s"] is None
+    assert figs["ttfa_audible_s"] is None and figs["ttfa_audible_naive_s"] is None
+    assert figs["audible_onset_rule"] == "abs-45dBFS/20ms/10ms/2"
+
+
+def test_an_inaudible_stream_counts_against_audible_pct():
+    silent = _rec(0, 0.0, 1.0, ttfa=0.1)
+    silent.update(audible=False, ttfa_audible_s=None)
+    loud = [_rec(1, 0.0, 1.0, ttfa=0.2), _rec(2, 0.0, 1.0, ttfa=0.4)]
+    s = summarize_point([silent, *loud])
+    assert s["n_inaudible"] == 1
+    assert s["audible_pct"] == pytest.approx(200 / 3)
+    assert s["ttfa_audible_s"]["n"] == 2  # the silent one has no audible time, not 0
+    assert s["ttfa_audible_s"]["p50"] == pytest.approx(0.3)
+
+
+def test_old_records_keep_their_audibility_and_name_their_rule():
+    old = _rec(0, 0.0, 1.0, ttfa=0.2)
+    old.pop("audible", None)
+    old.pop("audible_onset_rule", None)
+    s = summarize_point([old])
+    assert s["audible_pct"] == 100.0
+    assert s["audible_onset_rule"] == OLD_ONSET_RULE
 
 
 def test_audible_onset_plays_later_when_player_stalled_first():
-    # chunk0: 0.1 s of silence at t=0.2; chunk1 (the tone) arrives at 0.6.
-    # naive: 0.2 + 0.1 = 0.3; the player ran dry at 0.3 and plays the onset at 0.6.
+    # chunk0: 0.1 s of silence at t=0.2; chunk1 (a -44 dBFS square, onset exactly at its
+    # start, 0.1 s of audio) arrives at 0.6. naive: 0.2 + 0.1 = 0.3; the player ran dry
+    # at 0.3 and plays the onset at 0.6.
     silence = np.zeros(int(0.1 * RATE), np.int16)
-    tone = _tone(0.5)
+    tone = _square(0.5, A_44_DBFS)
     pcm = np.concatenate([silence, tone])
     figs = request_metrics([0.2, 0.6], [silence.nbytes, tone.nbytes], pcm, RATE)
     assert figs["ttfa_s"] == pytest.approx(0.2)
-    assert figs["leading_silence_s"] == pytest.approx(0.1, abs=0.005)
-    assert figs["ttfa_audible_naive_s"] == pytest.approx(0.3, abs=0.005)
-    assert figs["ttfa_audible_s"] == pytest.approx(0.6, abs=0.005)
+    assert figs["leading_silence_s"] == pytest.approx(0.1)
+    assert figs["ttfa_audible_naive_s"] == pytest.approx(0.3)
+    assert figs["ttfa_audible_s"] == pytest.approx(0.6)
     assert figs["stalls"] == 1 and figs["stall_s"] == pytest.approx(0.3)
 
 
 def test_audible_equals_naive_sum_when_nothing_stalls():
-    pcm = np.concatenate([np.zeros(int(0.25 * RATE), np.int16), _tone(0.5)])
+    pcm = np.concatenate([np.zeros(int(0.25 * RATE), np.int16), _square(0.5, A_44_DBFS)])
     figs = request_metrics([0.08], [pcm.nbytes], pcm, RATE)
     assert figs["ttfa_audible_s"] == pytest.approx(figs["ttfa_audible_naive_s"])
-    assert figs["ttfa_audible_s"] == pytest.approx(0.33, abs=0.005)
+    assert figs["ttfa_audible_s"] == pytest.approx(0.33)
 
 
 def test_playback_time_beyond_audio_is_none():

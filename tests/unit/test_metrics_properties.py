@@ -81,8 +81,12 @@ def test_audible_first_audio_is_never_before_first_byte(tl, silence_s, amplitude
     n_samples = sum(nbytes) // 2
     pcm = np.zeros(n_samples, np.int16)
     onset = min(int(silence_s * RATE), n_samples)
-    pcm[onset:] = amplitude
+    # A square wave (a constant would be DC, not sound, to the onset rule).
+    pcm[onset:] = amplitude * np.where(np.arange(n_samples - onset) % 2 == 0, 1, -1)
     figs = request_metrics(arrivals, nbytes, pcm, RATE)
+    if not figs["audible"]:  # too short or too quiet: no audible time at all, never 0
+        assert figs["ttfa_audible_s"] is None and figs["leading_silence_s"] is None
+        return
     assert figs["ttfa_audible_s"] >= figs["ttfa_s"]
     assert figs["ttfa_audible_s"] >= figs["ttfa_audible_naive_s"] - 1e-9
 

@@ -50,8 +50,10 @@ def test_a_chunk_split_across_reads_has_its_first_byte_at_the_first_read():
     # Chunk view: the chunk arrives at 0.3 whole, so first byte 0.3 and no stall.
     # Read view: first byte 0.0; the player plays 0.1 s, runs dry at 0.1, resumes at 0.3:
     # one stall of 0.2 s; upstream's deficit at the second read (0.3 * 48000 - 4800) / 48000
-    # = 0.2 s > 0.1 s, so not continuous. PCM: 0.15 s of silence, then a tone: the onset
-    # (audio 0.15 s) is 0.05 s into the second read, which plays from 0.3: heard at 0.35.
+    # = 0.2 s > 0.1 s, so not continuous. PCM: 0.15 s of silence, then a tone. The onset rule
+    # (20 ms frames every 10 ms, the first of 2 frames at -45 dBFS or more) finds the frame
+    # that starts at 0.14 s (half of it is tone): 0.04 s into the second read, which plays
+    # from 0.3: heard at 0.34.
     pcm = np.concatenate([np.zeros(3600, np.int16), _tone(0.05)])
     assert pcm.nbytes == 9600
     chunk_view = metrics.request_metrics([0.3], [9600], pcm, RATE)
@@ -59,11 +61,11 @@ def test_a_chunk_split_across_reads_has_its_first_byte_at_the_first_read():
         [0.3], [9600], pcm, RATE, read_arrival_s=[0.0, 0.3], read_bytes=[4800, 4800]
     )
     assert chunk_view["ttfa_s"] == 0.3 and chunk_view["max_underrun_s"] == 0.0
-    assert chunk_view["ttfa_audible_s"] == pytest.approx(0.45)
+    assert chunk_view["ttfa_audible_s"] == pytest.approx(0.44)
     assert read_view["ttfa_s"] == 0.0
-    assert read_view["leading_silence_s"] == pytest.approx(0.15)
-    assert read_view["ttfa_audible_naive_s"] == pytest.approx(0.15)
-    assert read_view["ttfa_audible_s"] == pytest.approx(0.35)
+    assert read_view["leading_silence_s"] == pytest.approx(0.14)
+    assert read_view["ttfa_audible_naive_s"] == pytest.approx(0.14)
+    assert read_view["ttfa_audible_s"] == pytest.approx(0.34)
     assert read_view["max_underrun_s"] == pytest.approx(0.2)
     assert read_view["underrun_events"] == 1 and read_view["continuity_ok"] is False
     assert read_view["stalls"] == 1 and read_view["stall_s"] == pytest.approx(0.2)
@@ -118,7 +120,10 @@ def test_an_old_record_file_loads_and_gives_the_same_numbers(tmp_path: Path):
     assert Record(**rec).read_arrival_s is None  # the new fields default to absent
     # recomputed from its own timeline (the chunks: it has no reads), the figures it carries
     again = metrics.record_metrics(rec, _tone(0.2))
-    assert again == pytest.approx({k: OLD_RECORD[k] for k in again})
+    shared = {k: v for k, v in again.items() if k in OLD_RECORD}
+    assert shared == pytest.approx({k: OLD_RECORD[k] for k in shared})
+    assert set(again) - set(shared) == {"audible", "audible_onset_rule"}  # issue 22's rule
+    assert again["audible"] is True
     summary = metrics.summarize_point([rec])
     assert summary["ttfa_s"]["p50"] == 0.1 and summary["continuity_pct"] == 0.0
     assert summary["stalls_total"] == 1

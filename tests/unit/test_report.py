@@ -73,6 +73,7 @@ def _settings(**changes: object) -> str:
         min_continuity_pct=95.0,
         ttfa_slo_s=None,
         grid=(1, 2),
+        slo={"min_continuity_pct": 95.0, "ttfa_slo_s": None},  # the other figures' defaults
     )
     return dataclasses.replace(settings, **changes).to_json()  # type: ignore[arg-type]
 
@@ -117,7 +118,9 @@ def test_tables_hold_the_recomputed_numbers(tmp_path, runs):
     p50 = metrics.percentile_interval([r["ttfa_s"] for r in ok], 50)
     perceived = metrics.percentile_interval([metrics.perceived_first_audio_s(r) for r in ok], 90)
     assert f"| m | a | c2 | {p50.value:.3f} [{p50.low:.3f}, {p50.high:.3f}] |" in ttfa
-    assert f"{perceived.value:.3f} [{perceived.low:.3f}, {perceived.high:.3f}] | 0/6 |" in ttfa
+    # ... then audible % (every stream here audible) and the failures
+    cell = f"{perceived.value:.3f} [{perceived.low:.3f}, {perceived.high:.3f}]"
+    assert f"{cell} | 100.0 | 0/6 |" in ttfa
     cost = md["cost"].read_text()
     # a is priced; b at 50% continuity is not.
     assert f"| m | {point_cost(summarize_point(a2), 2.99):.2f} | n/a (1/6 failed) |" in cost
@@ -205,7 +208,7 @@ def test_capacity_table_and_figure(tmp_path, runs):
     assert [r["verdict"] for r in rows] == ["at_least", "found"]
     assert figure.read_bytes()[:8] == PNG_MAGIC
     # a TTFA limit below every point's p90: never
-    assert report_capacity.main([*argv, "--settings", _settings(ttfa_slo_s=0.001)]) == 0
+    assert report_capacity.main([*argv, "--settings", _settings(slo={"ttfa_slo_s": 0.001})]) == 0
     assert "| m | a | never (fails at 1) |" in table.read_text()
 
 

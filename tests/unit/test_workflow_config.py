@@ -156,7 +156,19 @@ def test_job_spec_carries_every_run_setting(workdir):
     job = wfc.bench_job(config, "vllm-omni", "moss")
     # The 23 fields every job has, plus the published capacity search (capacity.refine).
     assert set(json.loads(job.to_json())) == {*JOB_FIELDS, "capacity"} and len(JOB_FIELDS) == 23
-    assert job.capacity == {"max_steps": 3, "min_continuity_pct": 95.0, "ttfa_slo_s": None}
+    # The service level: capacity.slo's defaults, continuity from report.min_continuity_pct.
+    assert job.capacity == {
+        "max_steps": 3,
+        "repeat_boundary": 0,
+        "slo": {
+            "player_model": "max_deficit_0.1s",
+            "min_continuity_pct": 95.0,
+            "max_audible_p95_s": 1.0,
+            "max_failed_pct": 1.0,
+            "max_wer_pct": None,
+            "ttfa_slo_s": None,
+        },
+    }
     assert job.deploy_file == "deploy/moss.yaml"
     assert job.deploy_sha256 == wfc.file_sha256("deploy/moss.yaml")
     assert job.env == {"THESTAGE_VLLM_OMNI": "0"}
@@ -309,7 +321,7 @@ def test_job_module_refuses_bad_job_json():
 
 def test_repeats_rates_and_search_enter_the_job_only_when_set(workdir):
     config = checked(load("published.yaml"))
-    config["capacity"] = {"refine": False, "max_steps": 3}
+    config["capacity"].update(refine=False, max_steps=3)  # the rest as the schema filled it
     plain = json.loads(wfc.bench_job(config, "vllm-omni", "moss").to_json())
     assert not {"repeats", "request_rates", "rate_requests", "capacity"} & set(plain)
     assert wfc.point_labels(config) == [f"c{c}" for c in config["concurrency"]]
@@ -321,7 +333,19 @@ def test_repeats_rates_and_search_enter_the_job_only_when_set(workdir):
     data = json.loads(job.to_json())
     assert data["repeats"] == 3 and data["request_rates"] == [0.5, 2.0]
     assert data["rate_requests"] == 40
-    assert data["capacity"] == {"max_steps": 3, "min_continuity_pct": 95.0, "ttfa_slo_s": 1.5}
+    assert data["capacity"] == {
+        "max_steps": 3,
+        "repeat_boundary": 0,
+        # capacity.slo's defaults, continuity and first byte from report.*
+        "slo": {
+            "player_model": "max_deficit_0.1s",
+            "min_continuity_pct": 95.0,
+            "max_audible_p95_s": 1.0,
+            "max_failed_pct": 1.0,
+            "max_wer_pct": None,
+            "ttfa_slo_s": 1.5,
+        },
+    }
     assert BenchJob.from_json(job.to_json()) == job
     assert job.point_labels()[-2:] == ["r0.5", "r2"] == wfc.point_labels(config)[-2:]
     assert wfc.round_dirs(config) == ["round1/", "round2/", "round3/"]
@@ -373,3 +397,25 @@ def test_config_checks_are_the_jobs_said_of_the_config_field():
         "config field models.piper-joe.voice.clone: the local launcher's server cannot clone "
         "voices (give a speaker)"
     )
+
+
+def test_capacity_slo_is_checked_and_filled_from_report(workdir):
+    config = checked(load("config.yaml"))
+    # The embedded default: capacity.slo's defaults, continuity from report.min_continuity_pct.
+    assert wfc.service_level_spec(config) == {
+        "player_model": "max_deficit_0.1s",
+        "min_continuity_pct": 95.0,
+        "max_audible_p95_s": 1.0,
+        "max_failed_pct": 1.0,
+        "max_wer_pct": None,
+        "ttfa_slo_s": None,
+    }
+    bad = copy.deepcopy(config)
+    bad["capacity"]["slo"]["player_model"] = "patient"
+    with pytest.raises(wfc.ConfigError, match="capacity.slo: player model 'patient'"):
+        wfc.check_config(bad)
+    wer = copy.deepcopy(config)
+    wer["capacity"]["slo"]["max_wer_pct"] = 5.0
+    wer["quality"]["at_speed_points"] = False
+    with pytest.raises(wfc.ConfigError, match="max_wer_pct: needs quality.at_speed_points"):
+        wfc.check_config(wer)

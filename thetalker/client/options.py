@@ -60,6 +60,9 @@ class BenchOptions:
     register_voice: str | None = None  # upload ref_audio/ref_text as this voice, then use it
     # Additions (defaults keep the documented behaviour):
     save_audio_count: int | None = None  # save only the first N scored requests' audio
+    # Open loop: an arrival finding this many requests in flight is dropped (recorded as
+    # `dropped`, never sent), as the public report's --max-in-flight; None: no cap.
+    max_in_flight: int | None = None
     workers: int = 1  # processes the scored requests are spread over (1 = this process)
     # The agent mode (thetalker.client.websocket): "websocket" opens a session per request on
     # /v1/audio/speech/stream and sends the text in pieces at a pace (thetalker.client.pacing).
@@ -120,6 +123,13 @@ def validate_options(opts: BenchOptions) -> None:
             bad("save_audio_count", "needs save_audio_dir")
     if opts.request_rate is not None:
         bad("request_rate", positive_rate(opts.request_rate))
+    if opts.max_in_flight is not None:
+        if not isinstance(opts.max_in_flight, int) or opts.max_in_flight < 1:
+            bad("max_in_flight", f"must be a positive integer (got {opts.max_in_flight!r})")
+        if opts.request_rate is None:
+            bad("max_in_flight", "caps the open loop only: needs request_rate")
+        if opts.workers > 1:
+            bad("max_in_flight", "needs one worker (one count of requests in flight)")
     bad("timeout_s", finite_seconds(opts.timeout_s))
     if opts.task_type not in TASK_TYPES:
         bad("task_type", f"{opts.task_type!r} is not one of {', '.join(TASK_TYPES)}")

@@ -157,7 +157,10 @@ async def arun_benchmark(
                     if opts.request_rate is not None:
                         offsets = arrival_offsets(len(items), opts.request_rate, opts.seed)
                     start = time.perf_counter()
-                    await dispatch(items, send, opts.concurrency, offsets, start)
+                    drop = getattr(send, "drop", None)
+                    await dispatch(
+                        items, send, opts.concurrency, offsets, start, opts.max_in_flight, drop
+                    )
             finally:
                 if reporting is not None:
                     reporting.cancel()

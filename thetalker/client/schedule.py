@@ -15,10 +15,11 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from thetalker.data.prompts import Prompt
 
-__all__ = ["Item", "Send", "closed_loop", "open_loop", "arrival_offsets", "dispatch"]
+__all__ = ["Item", "Send", "Drop", "closed_loop", "open_loop", "arrival_offsets", "dispatch"]
 
 Item = tuple[int, Prompt, bool]  # (request_index, prompt, warmup)
 Send = Callable[[Item, float | None], Awaitable[None]]  # (item, scheduled perf_counter time)
+Drop = Callable[[Item, float], None]  # an arrival dropped at the cap (item, its due time)
 
 
 async def closed_loop(items: Sequence[Item], concurrency: int, send: Send) -> None:
@@ -60,14 +61,27 @@ async def _sleep_until(due: float) -> None:
 
 
 async def open_loop(
-    items: Sequence[Item], offsets: Sequence[float], start: float, send: Send
+    items: Sequence[Item],
+    offsets: Sequence[float],
+    start: float,
+    send: Send,
+    max_in_flight: int | None = None,
+    drop: Drop | None = None,
 ) -> None:
-    """Send item i at `start + offsets[i]` whether or not earlier ones finished."""
+    """Send item i at `start + offsets[i]` whether or not earlier ones finished; with
+    `max_in_flight`, an arrival that finds that many in flight is handed to `drop` instead
+    (never sent, as the public report's open loop)."""
+    in_flight: set[asyncio.Task[None]] = set()
     async with asyncio.TaskGroup() as group:
         for item, offset in zip(items, offsets, strict=True):
             due = start + offset
             await _sleep_until(due)
-            group.create_task(send(item, due))
+            if max_in_flight is not None and drop is not None and len(in_flight) >= max_in_flight:
+                drop(item, due)
+                continue
+            task = group.create_task(send(item, due))
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
 
 
 async def dispatch(
@@ -76,10 +90,13 @@ async def dispatch(
     concurrency: int,
     offsets: Sequence[float] | None,
     start: float,
+    max_in_flight: int | None = None,
+    drop: Drop | None = None,
 ) -> None:
-    """The scored requests from `start` on: open loop when `offsets` are given, else closed."""
+    """The scored requests from `start` on: open loop when `offsets` are given (capped at
+    `max_in_flight`, arrivals over it to `drop`), else closed."""
     if offsets is not None:
-        await open_loop(items, offsets, start, send)
+        await open_loop(items, offsets, start, send, max_in_flight, drop)
     else:
         await _sleep_until(start)
         await closed_loop(items, concurrency, send)

@@ -48,6 +48,8 @@ class InFlight:
     still waiting for the connection pool, or for a connection being opened, is not (issue
     25: counted before the pool handed one out, a pool of 2 read as 8 in flight)."""
 
+    _exchange_type: Callable[..., Any]  # (request_index, prompt, warmup, scheduled) -> exchange
+
     def __init__(self, sink: RecordSink, on_done: Callable[[Any], None] | None) -> None:
         self._sink = sink  # every exchange reaches it, finished or cancelled
         self._on_done = on_done
@@ -60,6 +62,17 @@ class InFlight:
         self.in_flight += 1
         if self.in_flight > self.max_in_flight:
             self.max_in_flight = self.in_flight
+
+    def drop(self, item: Item, scheduled: float) -> None:
+        """An open-loop arrival dropped at the cap on requests in flight: recorded (error
+        `dropped`, sent at its due time, no response), never sent."""
+        index, prompt, warmup = item
+        ex = self._exchange_type(index, prompt, warmup, scheduled)
+        ex.t_send = scheduled
+        ex.failure = ("dropped", f"{self.in_flight} requests in flight at its arrival")
+        self._sink.put(ex)
+        if self._on_done is not None:
+            self._on_done(ex)
 
     async def _track(self, ex: Any, exchange: Awaitable[None], what: str) -> None:
         try:
@@ -85,6 +98,8 @@ class InFlight:
 
 class Sender(InFlight):
     """`await sender(item, scheduled)` sends one request; counts what is in flight."""
+
+    _exchange_type = _Exchange
 
     def __init__(
         self,

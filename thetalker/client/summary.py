@@ -38,7 +38,11 @@ def point_summary(
     open_loop = opts.request_rate is not None
     summary = metrics.summarize_point(records, None if open_loop else opts.concurrency).to_dict()
     scored = [r for r in records if not r["warmup"]]
-    lags = [r["schedule_lag_s"] for r in scored if r.get("schedule_lag_s") is not None]
+    lags = [
+        r["schedule_lag_s"]
+        for r in scored
+        if r.get("schedule_lag_s") is not None and not metrics.is_dropped(r)  # never sent
+    ]
     summary.update(
         {
             "schema_version": SCHEMA_VERSION,
@@ -57,6 +61,7 @@ def point_summary(
             "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
             "aiohttp_version": aiohttp.__version__,
             "options": options_dict(opts),
+            "audible_onset": metrics.DEFAULT_ONSET.to_dict(),  # the onset rule's settings
             # The agent mode's first audio and lags (thetalker.metrics.summarize_agent).
             "agent": metrics.summarize_agent(records) if opts.protocol == "websocket" else None,
         }

@@ -50,6 +50,8 @@ class WsSender(InFlight):
     """`await sender(item, scheduled)` runs one session; the same interface as the HTTP
     path's `Sender`, so both schedules (closed and open loop) and the workers use it."""
 
+    _exchange_type = WsExchange
+
     def __init__(
         self,
         session: aiohttp.ClientSession,

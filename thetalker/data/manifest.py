@@ -5,12 +5,19 @@ the points it added under `search/{point}/` (no rule can name them before the jo
 and the capacity it found. The report (points.csv), the end-of-run verdicts and the
 provenance script read the points' files from it. A manifest of another version is
 refused with one line naming the file: its fields may not mean what this code reads.
+
+The capacity found per loop kind (`capacity.streams`, `capacity.requests_per_s`) says the
+load, its verdict and label, the first failing load, the figures that broke there
+(`broke_first`), the loads above it that held anyway (`cliff`) and, with
+capacity.repeat_boundary, the capacity's load run again (`boundary_repeats`: search points,
+each `SearchPoint.to_dict()`). Manifests written before the several-figure service level
+have no `broken`/`figures` in their points (read as none).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +53,32 @@ class SearchPoint:
     records: tuple[str, ...]  # one per round
     summaries: tuple[str, ...]
     provenance: tuple[str, ...]
+    # The service level's figures that broke here ("acceptance": the point failed), and
+    # each figure's value (thetalker.pipeline.capacity.ServiceLevel.figures, live).
+    broken: tuple[str, ...] = ()
+    figures: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("records", "summaries", "provenance"):
+        for name in ("records", "summaries", "provenance", "broken"):
             object.__setattr__(self, name, tuple(str(p) for p in getattr(self, name)))
+        object.__setattr__(self, "figures", dict(self.figures))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form, its keys in the file's order."""
+        return {
+            "point": self.point,
+            "concurrency": self.concurrency,
+            "request_rate": self.request_rate,
+            "holds": self.holds,
+            "broken": list(self.broken),
+            "figures": dict(self.figures),
+            "continuity_pct": self.continuity_pct,
+            "ttfa_s_p90": self.ttfa_s_p90,
+            "failure": self.failure,
+            "records": list(self.records),
+            "summaries": list(self.summaries),
+            "provenance": list(self.provenance),
+        }
 
 
 @dataclass(frozen=True)
@@ -73,7 +102,7 @@ class SearchManifest:
             "model": self.model,
             "refine": self.refine,
             "capacity_search": dict(self.capacity_search) if self.capacity_search else None,
-            "points": [_point_dict(p) for p in self.points],
+            "points": [p.to_dict() for p in self.points],
             "capacity": dict(self.capacity),
         }
 
@@ -82,13 +111,6 @@ class SearchManifest:
 
     def provenance(self) -> list[str]:
         return [path for point in self.points for path in point.provenance]
-
-
-def _point_dict(point: SearchPoint) -> dict[str, Any]:
-    data = asdict(point)
-    for name in ("records", "summaries", "provenance"):
-        data[name] = list(data[name])
-    return data
 
 
 def write_search_manifest(path: str | Path, manifest: SearchManifest) -> None:

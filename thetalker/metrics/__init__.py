@@ -14,12 +14,16 @@ Degenerate input (no chunks, lists of different length, a non-positive byte rate
 gets a neutral, documented answer rather than an exception, so one bad record never
 stops a summary, and a bad timeline never yields a plausible-looking number.
 
-By job: `stream` (one request's timeline: continuity, stalls, onset, playback), `point` (per-request
+By job: `stream` (one request's timeline: continuity, stalls, playback), `onset` (the audible
+onset, absolute -45 dBFS rule), `players` (continuity under named player models, the start
+buffer), `point` (per-request
 metrics, point summaries, cost), `intervals` (bootstrap, Wilson, t; WER's too) and `agent`
 (the voice-agent mode). Everything is re-exported here: `from thetalker import metrics`.
 """
 
 from thetalker.metrics.agent import *  # noqa: F403
 from thetalker.metrics.intervals import *  # noqa: F403
+from thetalker.metrics.onset import *  # noqa: F403
+from thetalker.metrics.players import *  # noqa: F403
 from thetalker.metrics.point import *  # noqa: F403
 from thetalker.metrics.stream import *  # noqa: F403

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from thetalker.metrics.onset import DEFAULT_ONSET, OnsetSettings, audible_onset_s
+from thetalker.metrics.players import summarize_players
 from thetalker.metrics.stream import (
     CONTINUITY_THRESHOLD_S,
     PERCENTILES,
@@ -16,7 +18,6 @@ from thetalker.metrics.stream import (
     bytes_per_second,
     compute_continuity_stats,
     compute_stalls,
-    leading_silence_s,
     playable_timeline,
     playback_time_s,
 )
@@ -31,6 +32,9 @@ __all__ = [
     "usd_per_million_chars",
     "point_cost",
     "scored_records",
+    "audible_of",
+    "is_dropped",
+    "OLD_ONSET_RULE",
     "measurement_window_s",
 ]
 
@@ -55,6 +59,7 @@ def request_metrics(
     channels: int = 1,
     read_arrival_s: Sequence[float] | None = None,
     read_bytes: Sequence[int] | None = None,
+    onset: OnsetSettings = DEFAULT_ONSET,
 ) -> dict[str, Any]:
     """The per-request figures written beside the raw timeline of a record.
 
@@ -64,7 +69,9 @@ def request_metrics(
     bring them (`playable_timeline`); without them (records written before reads were kept,
     SSE events, WebSocket frames) the server chunks are the timeline, each arriving with
     its last read, as before. `audio_s` is the chunks' bytes either way. An empty timeline
-    gives None for the times and 0 audio.
+    gives None for the times and 0 audio. The audible onset is `thetalker.metrics.onset`'s
+    (`onset`: its settings, named in `audible_onset_rule`); no onset: `audible` false and
+    the onset figures None, never 0.
     """
     bps = bytes_per_second(sample_rate, sample_width_bytes, channels)
     total = int(sum(int(b) for b in chunk_bytes))
@@ -82,17 +89,21 @@ def request_metrics(
         arrivals, sizes, sample_rate, sample_width_bytes, channels, threshold_s
     )
     stalls = compute_stalls(arrivals, sizes, sample_rate, sample_width_bytes, channels)
-    silence_s = leading_silence_s(pcm, sample_rate) if has_audio else 0.0
+    silence_s = audible_onset_s(pcm, sample_rate, onset) if has_audio else None
     audible = (
         playback_time_s(arrivals, sizes, silence_s, sample_rate, sample_width_bytes, channels)
-        if has_audio
+        if silence_s is not None
         else None
     )
     return {
         "ttfa_s": first,
         "leading_silence_s": silence_s,
         "ttfa_audible_s": audible,
-        "ttfa_audible_naive_s": (first + silence_s) if first is not None else None,
+        "ttfa_audible_naive_s": (
+            (first + silence_s) if first is not None and silence_s is not None else None
+        ),
+        "audible": silence_s is not None,
+        "audible_onset_rule": onset.label(),
         "audio_s": audio_s,
         "max_underrun_s": continuity.max_underrun_s,
         "underrun_events": continuity.underrun_event_count,
@@ -108,8 +119,8 @@ def record_metrics(
     threshold_s: float = CONTINUITY_THRESHOLD_S,
 ) -> dict[str, Any]:
     """A record's figures recomputed from its own timeline and its audio: the reads when the
-    record has them (`read_arrival_s`, `read_bytes`), else its server chunks (older records),
-    so an old record gives the figures it was written with."""
+    record has them (`read_arrival_s`, `read_bytes`), else its server chunks (older records).
+    The audible onset is today's rule (`thetalker.metrics.onset`) whatever the record used."""
     return request_metrics(
         record["chunk_arrival_s"],
         record["chunk_bytes"],
@@ -163,6 +174,20 @@ class PointSummary(Mapping[str, Any]):
     ttfa_audible_s: dict[str, Any]
     wall_s: dict[str, Any]
     rtfx_per_request: dict[str, Any]
+    # Audibility (thetalker.metrics.onset): ok requests with no audible onset, their share,
+    # and the rule the records' onsets were found by.
+    n_inaudible: int
+    audible_pct: float | None
+    audible_onset_rule: str | None
+    # Continuity under the other player models (thetalker.metrics.players).
+    stall_gate_pct: float | None
+    no_stall_pct: float | None
+    largest_stall_s_max: float | None
+    start_buffer_s: dict[str, Any]
+    # Open loop with a cap on requests in flight: arrivals dropped at the cap (not scored),
+    # and how late the sent ones went out (`schedule_lag_s` percentiles, n 0 on a closed loop).
+    n_dropped: int
+    schedule_lag_s: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: the fields in order (percentile blocks copied)."""
@@ -196,9 +221,11 @@ def summarize_point(
     play it); `continuity_pct_ok_only` uses upstream's denominator. `chars_per_s`
     counts the characters of requests delivered continuously.
     """
-    scored = [r for r in records if not r.get("warmup")]
+    measured = [r for r in records if not r.get("warmup")]
+    scored = [r for r in measured if not is_dropped(r)]
     ok = [r for r in scored if r.get("ok")]
     n_scored, n_ok = len(scored), len(ok)
+    audible = [audible_of(r) for r in ok]
     window_s = measurement_window_s(scored)
     continuous = [r for r in ok if r.get("continuity_ok")]
     audio_s = sum(float(r.get("audio_s") or 0.0) for r in ok)
@@ -229,7 +256,40 @@ def summarize_point(
         rtfx_per_request=percentiles(
             float(r["audio_s"]) / float(r["wall_s"]) for r in ok if r.get("wall_s")
         ),
+        n_inaudible=audible.count(False),
+        audible_pct=pct(audible.count(True), n_ok),
+        audible_onset_rule=_onset_rule(ok),
+        **summarize_players(scored),
+        n_dropped=len(measured) - n_scored,
+        schedule_lag_s=_lags([r.get("schedule_lag_s") for r in scored]),
     )
+
+
+def _lags(values: Sequence[float | None]) -> dict[str, Any]:
+    lags = [float(v) for v in values if v is not None]
+    return {**percentiles(lags), "max": max(lags) if lags else None}
+
+
+# Records written before the absolute onset rule carry no `audible_onset_rule`: their onset
+# was relative (5% of the utterance's peak, 5 ms windows, 4 in a row) and silence read as 0.
+OLD_ONSET_RULE = "relative-5%peak/5ms/4 (old records)"
+
+
+def audible_of(record: Mapping[str, Any]) -> bool:
+    """Whether a record's stream had an audible onset (old records: an audible time)."""
+    if "audible" in record and record["audible"] is not None:
+        return bool(record["audible"])
+    return record.get("ttfa_audible_s") is not None
+
+
+def is_dropped(record: Mapping[str, Any]) -> bool:
+    """An open-loop arrival dropped at the cap on requests in flight (never sent)."""
+    return (record.get("error") or {}).get("type") == "dropped"
+
+
+def _onset_rule(ok: Sequence[Mapping[str, Any]]) -> str | None:
+    rules = sorted({str(r.get("audible_onset_rule") or OLD_ONSET_RULE) for r in ok})
+    return "; ".join(rules) if rules else None
 
 
 def usd_per_million_chars(gpu_hour_usd: float, chars_per_s: float | None) -> float | None:

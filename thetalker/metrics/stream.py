@@ -1,5 +1,6 @@
 """Stream figures of one request: continuity (a real-time player's deficit), stalls,
-audible onset, playback time; the player's view at several thresholds.
+playback time (the audible onset itself: thetalker.metrics.onset); the player's view at several
+thresholds.
 
 The failure this module exists to catch: a server whose aggregate RTFx is far above 1
 while one stream's chunks arrive in bursts that a listener hears as gaps. Aggregate
@@ -23,7 +24,6 @@ __all__ = [
     "bytes_per_second",
     "compute_continuity_stats",
     "compute_stalls",
-    "leading_silence_s",
     "playback_time_s",
     "CONTINUITY_THRESHOLDS_S",
     "continuous_at",
@@ -35,11 +35,8 @@ __all__ = [
 CONTINUITY_THRESHOLD_S = 0.1
 PERCENTILES = (50, 90, 95, 99)
 
-# Audible onset: 5 ms windows, loud when the RMS reaches 5% of the utterance's peak
-# absolute sample; 4 loud windows in a row (20 ms) start the onset.
-ONSET_WINDOW_S = 0.005
-ONSET_LOUD_FRACTION = 0.05
-ONSET_RUN_WINDOWS = 4
+# The audible onset is thetalker.metrics.onset's (the public report's absolute rule); the
+# relative rule that was here (5% of the utterance's peak) answered 0 for silence: gone.
 
 
 def bytes_per_second(sample_rate: int, sample_width_bytes: int = 2, channels: int = 1) -> int:
@@ -165,36 +162,6 @@ def compute_stalls(
     gaps = starts[1:] - ends[:-1]
     stalled = gaps > _STALL_EPSILON_S
     return StallStats(int(stalled.sum()), float(gaps[stalled].sum()))
-
-
-def leading_silence_s(pcm: bytes | np.ndarray, sample_rate: int) -> float:
-    """Audio seconds before the audible onset (0 when no onset is found).
-
-    5 ms windows; a window is loud when its RMS reaches 5% of the utterance's peak
-    absolute sample; the onset is the first window that starts 4 loud windows in a row.
-    """
-    samples = _as_int16(pcm)
-    window = max(1, int(round(ONSET_WINDOW_S * sample_rate)))
-    n_windows = samples.size // window
-    if n_windows < ONSET_RUN_WINDOWS or sample_rate <= 0:
-        return 0.0
-    frames = samples[: n_windows * window].astype(np.float64).reshape(n_windows, window)
-    peak = float(np.abs(samples).max())
-    if peak == 0.0:
-        return 0.0
-    rms = np.sqrt((frames**2).mean(axis=1))
-    loud = rms >= ONSET_LOUD_FRACTION * peak
-    # A run of 4 loud windows starts at i when the windowed sum over i..i+3 is 4.
-    runs = np.convolve(loud.astype(np.int8), np.ones(ONSET_RUN_WINDOWS, np.int8), "valid")
-    hits = np.flatnonzero(runs == ONSET_RUN_WINDOWS)
-    return float(hits[0] * window / sample_rate) if hits.size else 0.0
-
-
-def _as_int16(pcm: bytes | np.ndarray) -> np.ndarray:
-    if isinstance(pcm, np.ndarray):
-        return pcm.astype(np.int16, copy=False)
-    usable = len(pcm) - len(pcm) % 2
-    return np.frombuffer(pcm[:usable], dtype="<i2")
 
 
 def playback_time_s(

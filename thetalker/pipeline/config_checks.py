@@ -193,6 +193,7 @@ def check_config(config: Mapping[str, Any]) -> None:
             "config field quality.at_speed_points: needs repeats 1 (a point's rounds are not "
             "transcribed)"
         )
+    _check_service_level(config)
     _check_no_secrets(config)
     for system in config["systems"]:
         check_system(config, system)
@@ -219,6 +220,27 @@ def _check_jobs(config: Mapping[str, Any]) -> None:
                 raise ConfigError(str(exc)) from None
             name = _CONFIG_FIELD.get(exc.field, exc.field).format(system=system, model=model)
             raise ConfigError(field_message("config", name, exc.why)) from None
+
+
+def _check_service_level(config: Mapping[str, Any]) -> None:
+    """capacity.slo: a known player model; WER only where it is measured at each point."""
+    from thetalker.pipeline.capacity import ServiceLevel
+
+    try:
+        ServiceLevel.from_spec(service_level_spec(config))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(field_message("config", "capacity.slo", str(exc))) from None
+    if (
+        config["capacity"]["slo"]["max_wer_pct"] is not None
+        and not quality_settings(config)["at_speed_points"]
+    ):
+        raise ConfigError(
+            field_message(
+                "config",
+                "capacity.slo.max_wer_pct",
+                "needs quality.at_speed_points true (the WER of each load's audio)",
+            )
+        )
 
 
 def _check_no_secrets(config: Mapping[str, Any]) -> None:
@@ -303,6 +325,7 @@ def bench_job(
         rate_requests=config["rate_requests"] if config["request_rates"] else None,
         capacity=capacity_search(config),
         **{key: sys_spec[key] for key in _SERVER_KEYS if sys_spec.get(key) is not None},
+        max_in_flight=config["max_in_flight"] if config["request_rates"] else None,
     )
 
 
@@ -311,17 +334,27 @@ _SERVER_KEYS = ("profile", "server", "base_url", "api_key_env", "command", "read
 
 
 def capacity_search(config: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The bench job's bisection (`capacity.refine`): its step limit and the service level it
-    searches for (report.min_continuity_pct, report.ttfa_slo_s), or None when off."""
+    """The bench job's bisection (`capacity.refine`): its step limit, the boundary repeats and
+    the service level it searches for (`service_level_spec`), or None when off."""
     capacity = config["capacity"]
     if not capacity["refine"]:
         return None
-    report = config["report"]
     return {
         "max_steps": int(capacity["max_steps"]),
-        "min_continuity_pct": float(report["min_continuity_pct"]),
-        "ttfa_slo_s": report["ttfa_slo_s"],
+        "repeat_boundary": int(capacity["repeat_boundary"]),
+        "slo": service_level_spec(config),
     }
+
+
+def service_level_spec(config: Mapping[str, Any]) -> dict[str, Any]:
+    """`capacity.slo` with its gaps filled from report.*: continuity defaults to
+    report.min_continuity_pct, and report.ttfa_slo_s (first byte p90) joins the level."""
+    report = config["report"]
+    slo = dict(config["capacity"]["slo"])
+    if slo.get("min_continuity_pct") is None:
+        slo["min_continuity_pct"] = float(report["min_continuity_pct"])
+    slo["ttfa_slo_s"] = report["ttfa_slo_s"]
+    return slo
 
 
 def point_labels(config: Mapping[str, Any]) -> list[str]:

@@ -28,7 +28,6 @@ from thetalker.util.checks import (
 __all__ = [
     "BenchJob",
     "BenchJobError",
-    "CAPACITY_KEYS",
     "ConfigError",
     "JOB_FIELDS",
     "check_job_inputs",
@@ -92,7 +91,8 @@ class BenchJob:
     request_rates: tuple[float, ...] = ()  # open-loop points (requests/s), after the closed
     rate_requests: int | None = None  # scored requests at each request-rate point
     # The bisection of thetalker.pipeline.capacity in the same server session, None: off. Keys:
-    # max_steps, min_continuity_pct, ttfa_slo_s (the service level, report.*).
+    # max_steps, repeat_boundary, slo (the service level, capacity.slo; older specs:
+    # min_continuity_pct, ttfa_slo_s).
     capacity: Mapping[str, Any] | None = None
     # The server (thetalker.backends), each left out of the JSON at None:
     profile: str | None = None  # its engine profile (Nari: ttfa, balanced, throughput)
@@ -101,6 +101,8 @@ class BenchJob:
     api_key_env: str | None = None  # the variable holding its API key (the name only)
     command: str | None = None  # launcher command: the template ({port}, {model}, {deploy})
     ready_path: str | None = None  # launcher command: GET answering 200 once ready
+    # Open-loop points: arrivals finding this many requests in flight are dropped (None: no cap).
+    max_in_flight: int | None = None
 
     @property
     def speaks(self) -> str:
@@ -128,6 +130,7 @@ class BenchJob:
             "request_rates": tuple(float(r) for r in self.request_rates),
             "rate_requests": None if self.rate_requests is None else int(self.rate_requests),
             "capacity": None if self.capacity is None else dict(self.capacity),
+            "max_in_flight": None if self.max_in_flight is None else int(self.max_in_flight),
         }
         for name, value in coerce.items():
             object.__setattr__(self, name, value)
@@ -224,12 +227,19 @@ def _check_values(job: BenchJob) -> None:
     if job.request_rates and (job.rate_requests is None or job.rate_requests < 1):
         bad("rate_requests", f"must be at least 1 with request_rates (got {job.rate_requests})")
     if job.capacity is not None:
-        unknown = sorted(set(job.capacity) - set(CAPACITY_KEYS))
+        known = {"max_steps", "min_continuity_pct", "ttfa_slo_s", "slo", "repeat_boundary"}
+        unknown = sorted(set(job.capacity) - known)
         if unknown:
             bad("capacity", f"unknown key(s) {', '.join(unknown)}")
-        missing = [k for k in CAPACITY_KEYS if k not in job.capacity]
-        if missing:
-            bad("capacity", f"missing key(s) {', '.join(missing)}")
+        if "max_steps" not in job.capacity:  # read by the search and the plan
+            bad("capacity", "missing key(s) max_steps")
+        if job.capacity.get("slo") is not None:
+            from thetalker.pipeline.capacity import ServiceLevel
+
+            try:
+                ServiceLevel.from_spec(job.capacity["slo"])
+            except (TypeError, ValueError) as exc:
+                bad("capacity.slo", str(exc))
         if int(job.capacity["max_steps"]) < 0:
             bad("capacity.max_steps", f"must be 0 or more (got {job.capacity['max_steps']})")
     if job.launcher == "local" and job.voice.get("clone"):
@@ -269,8 +279,6 @@ def check_job_inputs(job: BenchJob) -> None:
             raise BenchJobError(f"job field ref_audio: {exc}") from None
 
 
-# The keys of a job's capacity search (thetalker.pipeline.config_checks.capacity_search).
-CAPACITY_KEYS = ("max_steps", "min_continuity_pct", "ttfa_slo_s")
 # The 23 fields, in declaration order: what to_json writes and from_json requires.
 # Fields with a default may be left out (to_json leaves them out at their default).
 OPTIONAL_JOB_FIELDS: tuple[str, ...] = (
@@ -286,6 +294,7 @@ OPTIONAL_JOB_FIELDS: tuple[str, ...] = (
     "api_key_env",
     "command",
     "ready_path",
+    "max_in_flight",
 )
 # The optional fields to_dict leaves out at these values (secret_env: when empty).
 _OMITTED_AT: dict[str, Any] = {
@@ -299,6 +308,7 @@ _OMITTED_AT: dict[str, Any] = {
     "api_key_env": None,
     "command": None,
     "ready_path": None,
+    "max_in_flight": None,
 }
 JOB_FIELDS: tuple[str, ...] = tuple(
     f.name for f in fields(BenchJob) if f.name not in OPTIONAL_JOB_FIELDS

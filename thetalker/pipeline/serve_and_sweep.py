@@ -10,10 +10,10 @@ The points: the concurrency grid (`c{N}`, closed loop), then the request rates (
 loop). With `repeats` N > 1 each point runs N times back to back (`{point}/round1/` ..
 `roundN/`). With a capacity search (`capacity.refine`) the job then bisects, on the same
 server, between the last load that holds the service level and the first that does not
-(`thetalker.pipeline.capacity.refine`, at most `capacity.max_steps` points): those search points are
-points like any other, written under `search/{point}/` beside the manifest `search.json`
-(`--search-manifest`), which lists them (none when the search is off or has no bracket)
-and the capacity the job found. A search point whose requests fail past `max_error_rate`
+(`thetalker.pipeline.capacity_search`, at most `capacity.max_steps` points): those search
+points are points like any other, written under `search/{point}/` beside the manifest
+`search.json` (`--search-manifest`), which lists them (none when the search is off or has no
+bracket) and the capacity the job found. A search point whose requests fail past `max_error_rate`
 does not hold the level; it does not fail the job.
 
 The job is a `thetalker.pipeline.job.BenchJob`, passed as its canonical JSON (Snakemake's params, so
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from thetalker.data import layout
-from thetalker.data.manifest import SearchManifest, SearchPoint, write_search_manifest
+from thetalker.data.manifest import SearchPoint, write_search_manifest
+from thetalker.pipeline.capacity_search import Load, manifest_of, search
 from thetalker.pipeline.job import BenchJob, BenchJobError, check_job_inputs
 from thetalker.pipeline.verdicts import point_failure, point_warning
 
@@ -57,20 +57,6 @@ __all__ = [
     "run_job",
     "main",
 ]
-
-RATE_DIGITS = 4  # significant digits of a bisected request rate (its folder name r{R})
-
-
-@dataclass(frozen=True)
-class Load:
-    """One load point: `concurrency` streams (closed loop) or `request_rate` requests/s."""
-
-    concurrency: int | None = None
-    request_rate: float | None = None
-
-    @property
-    def label(self) -> str:
-        return layout.point_label(self.concurrency, self.request_rate)
 
 
 def grid_loads(job: BenchJob) -> list[Load]:
@@ -164,6 +150,7 @@ def bench_options(
         timeout_s=job.request_timeout_s,
         save_audio_dir=str(save_audio_dir) if save_audio_dir else None,
         max_error_rate=job.max_error_rate,
+        max_in_flight=job.max_in_flight if load.request_rate is not None else None,
         **dict(job.agent or {}),  # the agent mode: protocol and the text's pace
         **_server_options(job),
     )
@@ -268,89 +255,6 @@ def _window(scraper: Any) -> Callable[[str, float], None]:
     return window
 
 
-def _search(
-    session: _Session, grid: dict[Load, dict[str, Any]], search_dir: Path
-) -> tuple[list[SearchPoint], dict[str, Any]]:
-    """The capacity search (job.capacity): bisection on the closed loop, then on the open
-    loop with the steps left. Returns the search points (manifest entries) and the
-    capacity found per loop kind."""
-    from thetalker.pipeline.capacity import ServiceLevel, find_capacity, refine
-
-    job = session.job
-    spec = dict(job.capacity or {})
-    # The job carries every key (config_checks.capacity_search; checked in BenchJob).
-    level = ServiceLevel(float(spec["min_continuity_pct"]), spec["ttfa_slo_s"])
-    steps_left = int(spec["max_steps"])
-    rounds = layout.round_names(job.repeats)
-    points: list[SearchPoint] = []
-    capacity: dict[str, Any] = {}
-    for kind, closed in (("streams", True), ("requests_per_s", False)):
-        on_grid = {
-            (load.concurrency if closed else load.request_rate): summary
-            for load, summary in grid.items()
-            if (load.concurrency is not None) == closed
-        }
-        if not on_grid:
-            continue
-        passed = {x: level.holds(s) and "failure" not in s for x, s in on_grid.items()}
-
-        def probe(x: float, closed: bool = closed) -> bool:
-            load = Load(concurrency=int(x)) if closed else Load(request_rate=_round_rate(x))
-            dirs = [search_dir / load.label / r for r in rounds]
-            summary = session.run_point(load, dirs, search=True)
-            holds = level.holds(summary) and "failure" not in summary
-            points.append(_manifest_entry(load, dirs, holds, summary))
-            return holds
-
-        results = refine(passed, probe, list(on_grid), steps_left, integer=closed)
-        steps_left -= len(results) - len(on_grid)
-        found = find_capacity(results)
-        capacity[kind] = {
-            "load": found.load,
-            "verdict": found.verdict,
-            "first_failing": found.first_failing,
-            "label": found.label("" if closed else " req/s"),
-        }
-        print(f"capacity ({kind}): {job.system}/{job.model} {capacity[kind]['label']}", flush=True)
-    return points, capacity
-
-
-def _round_rate(rate: float) -> float:
-    """A bisected rate to RATE_DIGITS significant digits: its folder name says it exactly."""
-    return float(f"{rate:.{RATE_DIGITS}g}")
-
-
-def _manifest_entry(
-    load: Load, dirs: Sequence[Path], holds: bool, summary: dict[str, Any]
-) -> SearchPoint:
-    return SearchPoint(
-        point=load.label,
-        concurrency=load.concurrency,
-        request_rate=load.request_rate,
-        holds=holds,
-        continuity_pct=summary.get("continuity_pct"),
-        ttfa_s_p90=(summary.get("ttfa_s") or {}).get("p90"),
-        failure=summary.get("failure"),
-        records=tuple(str(d / "records.jsonl") for d in dirs),
-        summaries=tuple(str(d / "summary.json") for d in dirs),
-        provenance=tuple(str(d / "provenance.json") for d in dirs),
-    )
-
-
-def _manifest(
-    job: BenchJob, points: Sequence[SearchPoint], capacity: dict[str, Any]
-) -> SearchManifest:
-    """search.json's content: the job's search points (none when off or nothing to refine)."""
-    return SearchManifest(
-        system=job.system,
-        model=job.model,
-        refine=job.capacity is not None,
-        capacity_search=dict(job.capacity) if job.capacity else None,
-        points=tuple(points),
-        capacity=capacity,
-    )
-
-
 def _gpu_slot_for(job: BenchJob) -> AbstractContextManager[Any]:
     """The job's GPU for its whole life (thetalker.lifecycle.gpu_slots), or nothing to hold."""
     from thetalker.lifecycle.gpu_slots import GPU_LAUNCHERS, gpu_slot
@@ -432,9 +336,9 @@ def _run_locked(
         for load, dirs in zip(loads, groups, strict=True):
             summaries[load] = session.run_point(load, dirs)
         if job.capacity is not None and search_dir is not None:
-            points, capacity = _search(session, summaries, search_dir)
+            points, capacity = search(session, summaries, search_dir)
     if search_manifest is not None:
-        write_search_manifest(search_manifest, _manifest(job, points, capacity))
+        write_search_manifest(search_manifest, manifest_of(job, points, capacity))
     return list(summaries.values())
 
 

@@ -1,22 +1,29 @@
 """capacity.md and capacity.png: how many streams each (system, model) holds.
 
 From results/points.csv (records alone): each point holds the service level or not
-(`thetalker.pipeline.capacity.ServiceLevel`: continuity at or above `report.min_continuity_pct`,
-and TTFA p90 at or below `report.ttfa_slo_s` when set); the capacity is
-`thetalker.pipeline.capacity.find_capacity` over the closed-loop points (streams) and, where there
-are open-loop points, over those (requests per second). Points the bisection added (off
-`--grid`) count like any other and are drawn hollow. Beside the capacity: continuity and
-TTFA p90 there, with their intervals, and the price (`thetalker.metrics.point_cost`) at the
-capacity and at the headline concurrency. A CSV with the same numbers is written beside.
+(`thetalker.pipeline.capacity.ServiceLevel`, `capacity.slo`: failures, continuity under a
+named player model, audible first audio p95, optionally WER (from the wer.json beside a
+point's records, quality.at_speed_points) and first byte p90, every figure at once); the
+capacity is `thetalker.pipeline.capacity.find_capacity` over the closed-loop points
+(streams) and, where there are open-loop points, over those (requests per second). Points
+the bisection added (off the settings' grid) count like any other and are drawn hollow.
+Beside the capacity: continuity under the level's player model, audible first audio p95 and TTFA p90
+there, and the price (`thetalker.metrics.point_cost`) at the capacity and at the headline
+concurrency; which figures broke at the first failing load (the figure that broke first),
+and any cliff (a load holding above a failing one). A CSV with the same numbers is
+written beside.
 
-    python -m thetalker.report.capacity --points results/points.csv --models M... \\
-        --systems S... --headline 32 --gpu-hour-usd 2.99 --min-continuity-pct 95 \\
-        [--ttfa-slo-s 1.0] [--grid 1 2 4 ...] --table capacity.md --figure capacity.png
+    python -m thetalker.report.capacity --points results/points.csv --settings JSON|FILE \\
+        --table capacity.md --figure capacity.png
+
+The settings (thetalker.report.settings) carry the rows, the headline point, the price, the
+grid and the service level (`slo`: thetalker.pipeline.config_checks.service_level_spec).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,7 +36,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from thetalker.data import layout  # noqa: E402
-from thetalker.metrics import point_cost  # noqa: E402
+from thetalker.metrics import player_model, point_cost  # noqa: E402
 from thetalker.pipeline.capacity import NEVER, NO_POINTS, Capacity, ServiceLevel, find_capacity  # noqa: E402
 from thetalker.report.common import (  # noqa: E402
     MISSING,
@@ -50,10 +57,23 @@ FIGSIZE = (8.0, 4.5)
 DPI = 120
 
 
+def point_wer_pct(summary: dict[str, Any]) -> float | None:
+    """The WER (%) of a point's audio: wer.json beside its (first) records file, as
+    quality.at_speed_points writes it; None when there is none."""
+    files = str(summary.get("records") or "").split(";")
+    if not files or not files[0]:
+        return None
+    try:
+        return float(json.loads((Path(files[0]).parent / "wer.json").read_text())["wer"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def loads_of(
-    points: pd.DataFrame, model: str, system: str, open_loop: bool = False
+    points: pd.DataFrame, model: str, system: str, open_loop: bool = False, wer: bool = False
 ) -> dict[float, dict[str, Any]]:
-    """load -> point summary of one (model, system): concurrency, or request rate."""
+    """load -> point summary of one (model, system): concurrency, or request rate; with
+    `wer`, each summary gets its `wer_pct` (point_wer_pct)."""
     out = {}
     for label in point_labels(points):
         concurrency, rate = layout.parse_point_label(label) or (None, None)
@@ -61,6 +81,8 @@ def loads_of(
         if load is not None:
             summary = point_at(points, model, system, label)
             if summary is not None:
+                if wer:
+                    summary["wer_pct"] = point_wer_pct(summary)
                 out[load] = summary
     return out
 
@@ -68,8 +90,18 @@ def loads_of(
 def capacity_of(
     points: pd.DataFrame, model: str, system: str, level: ServiceLevel, open_loop: bool = False
 ) -> tuple[Capacity, dict[float, dict[str, Any]]]:
-    loads = loads_of(points, model, system, open_loop)
+    wer = level.max_wer_pct is not None
+    loads = loads_of(points, model, system, open_loop, wer)
     return find_capacity({load: level.holds(s) for load, s in loads.items()}), loads
+
+
+def broke_first(level: ServiceLevel, cap: Capacity, loads: dict[float, dict[str, Any]]) -> str:
+    """`audible first audio p95 (s) 1.3 (limit 1) at 8`: the figures that failed at the
+    first failing load, or "" when none failed."""
+    if cap.first_failing is None:
+        return ""
+    failed = [f for f in level.figures(loads.get(cap.first_failing)) if not f.holds]
+    return "; ".join(f.describe() for f in failed) + f" at {cap.first_failing:g}"
 
 
 def capacity_rows(
@@ -85,8 +117,9 @@ def capacity_rows(
         for system in systems:
             cap, loads = capacity_of(points, model, system, level)
             at = loads.get(cap.load) if cap.load is not None else None
-            rate_cap, _ = capacity_of(points, model, system, level, open_loop=True)
+            rate_cap, rate_loads = capacity_of(points, model, system, level, open_loop=True)
             get = (at or {}).get
+            model_column = player_model(level.player_model).column
             rows.append(
                 {
                     "model": model,
@@ -95,6 +128,12 @@ def capacity_rows(
                     "verdict": cap.verdict,
                     "first_failing_streams": cap.first_failing,
                     "capacity_label": cap.label(),
+                    "broke_first": broke_first(level, cap, loads),
+                    "cliff_streams": ";".join(f"{x:g}" for x in cap.passing_above),
+                    "player_model": level.player_model,
+                    "continuity_pct_model": get(model_column),
+                    "ttfa_audible_s_p95": get("ttfa_audible_s_p95"),
+                    "audible_pct": get("audible_pct"),
                     "continuity_pct": get("continuity_pct"),
                     "continuity_pct_low": get("continuity_pct_low"),
                     "continuity_pct_high": get("continuity_pct_high"),
@@ -112,6 +151,7 @@ def capacity_rows(
                     "capacity_rps": rate_cap.load,
                     "verdict_rps": rate_cap.verdict,
                     "capacity_rps_label": rate_cap.label(" req/s"),
+                    "broke_first_rps": broke_first(level, rate_cap, rate_loads),
                 }
             )
     return rows
@@ -131,9 +171,10 @@ def capacity_table(
 ) -> str:
     rows = capacity_rows(points, models, systems, level, headline, gpu_hour_usd)
     open_loop = any(r["verdict_rps"] != NO_POINTS for r in rows)
-    header = ["model", "system", "streams held", "continuity %", "TTFA p90 (s)"]
-    header += ["failed", "USD/M chars there", f"USD/M chars at c{headline}"]
-    header += ["req/s held"] if open_loop else []
+    header = ["model", "system", "streams held", "broke first (at the next load)", "cliff"]
+    header += [f"continuity % ({level.player_model})", "audible p95 (s)", "audible %"]
+    header += ["TTFA p90 (s)", "failed", "USD/M chars there", f"USD/M chars at c{headline}"]
+    header += ["req/s held", "broke first (req/s)"] if open_loop else []
     body = []
     for r in rows:
         failed = (
@@ -143,22 +184,32 @@ def capacity_table(
             r["model"],
             r["system"],
             r["capacity_label"],
-            fmt_range(r["continuity_pct"], r["continuity_pct_low"], r["continuity_pct_high"], 1),
+            r["broke_first"] or "nothing (no load failed)",
+            f"holds again at {r['cliff_streams']}" if r["cliff_streams"] else "no",
+            _number(r["continuity_pct_model"], 1),
+            _number(r["ttfa_audible_s_p95"], 3),
+            _number(r["audible_pct"], 1),
             fmt_range(r["ttfa_s_p90"], r["ttfa_s_p90_low"], r["ttfa_s_p90_high"], 3),
             failed,
             _money(r["usd_per_million_chars_at_capacity"]),
             _money(r["usd_per_million_chars_at_headline"]),
         ]
-        body.append(cells + ([r["capacity_rps_label"]] if open_loop else []))
-    slo = f" and TTFA p90 at or under {level.ttfa_slo_s:g} s" if level.ttfa_slo_s else ""
+        extra = [r["capacity_rps_label"], r["broke_first_rps"] or MISSING] if open_loop else []
+        body.append(cells + extra)
     title = (
-        f"Capacity: the most concurrent streams that keep continuity at or above "
-        f'{level.min_continuity_pct:g}%{slo}, every lower load holding too ("at least": the '
-        'top point still holds; "never": the lowest already fails). Continuity [Wilson 95%] '
-        "and TTFA p90 [bootstrap 95%] at that load; the price there and at the headline "
+        f"Capacity: the most concurrent streams that keep the service level ({level.describe()}), "
+        'every lower load holding too ("at least": the top point still holds; "never": the '
+        "lowest already fails). Broke first: the figures that failed at the first failing "
+        "load; cliff: loads above it that held again (the level is not monotone there). "
+        "Audible first audio: the -45 dBFS onset (inaudible streams count as failures). "
+        "TTFA p90 [bootstrap 95%] at that load; the price there and at the headline "
         f"concurrency, at {gpu_hour_usd:g} USD per hour.\n\n"
     )
     return title + markdown_table(header, body, label_columns=2)
+
+
+def _number(value: float | None, digits: int) -> str:
+    return MISSING if value is None else f"{value:.{digits}f}"
 
 
 def capacity_figure(
@@ -178,7 +229,7 @@ def capacity_figure(
         for system in systems:
             cap, loads = capacity_of(points, model, system, level)
             xs = sorted(loads)
-            ys = [loads[x].get("continuity_pct") for x in xs]
+            ys = [loads[x].get(player_model(level.player_model).column) for x in xs]
             keep = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
             if not keep:
                 continue
@@ -189,17 +240,22 @@ def capacity_figure(
                 searched = on_grid is not None and x not in on_grid
                 ax.plot(x, y, "o", color=colour, markerfacecolor="none" if searched else colour)
             if cap.load is not None and cap.verdict != NEVER:
-                y = loads[cap.load].get("continuity_pct")
+                y = loads[cap.load].get(player_model(level.player_model).column)
                 ax.plot(cap.load, y, "*", markersize=14, color=colour)
+            if cap.first_failing is not None:  # the first failing load: a cross
+                y = loads[cap.first_failing].get(player_model(level.player_model).column)
+                if y is not None:
+                    ax.plot(cap.first_failing, y, "x", markersize=10, color=colour)
     ax.axhline(level.min_continuity_pct, color="grey", linestyle="--", linewidth=1)
     ax.set_xscale("log", base=2)
     ticks = sorted(every_load)
     ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
     ax.set_ylim(0, 105)
     ax.set_xlabel("concurrent streams")
-    ax.set_ylabel("continuous streams (%)")
+    ax.set_ylabel(f"continuous streams (%), {level.player_model}")
     ax.set_title(
-        f"Capacity at {level.min_continuity_pct:g}% continuity (star; hollow: bisection points)"
+        "Capacity under the service level (star; cross: first failing load; hollow: bisection)",
+        fontsize="medium",
     )
     ax.legend(fontsize="small")
     fig.tight_layout()
@@ -219,7 +275,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     points = load_points_or_report(args.points)
     if points is None:
         return 1
-    level = ServiceLevel(args.min_continuity_pct, args.ttfa_slo_s)
+    try:
+        level = ServiceLevel.from_spec(dict(args.slo))
+    except (TypeError, ValueError) as exc:
+        parser.error(f"--settings: report settings field slo: {exc}")
     text = capacity_table(
         points, args.models, args.systems, level, args.headline, args.gpu_hour_usd
     )

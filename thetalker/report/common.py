@@ -132,13 +132,16 @@ def fmt_range(value: float | None, low: float | None, high: float | None, digits
 
 
 def failed_mark(summary: Mapping[str, Any] | None) -> str:
-    """` (k/n failed)` for a point with failed requests, and ` (stock contaminated)` for a
-    point whose provenance says a stock server ran with the optimized library installed
-    (points.csv's `stock_contaminated`); else empty."""
+    """` (k/n failed)` for a point with failed requests, ` (k inaudible)` for one with
+    streams that had no audible onset (thetalker.metrics.onset), and ` (stock
+    contaminated)` for a point whose provenance says a stock server ran with the optimized
+    library installed (points.csv's `stock_contaminated`); else empty."""
     if not summary:
         return ""
     failed = int(summary.get("n_failed") or 0)
     mark = f" ({failed}/{int(summary.get('n_scored') or 0)} failed)" if failed else ""
+    inaudible = int(summary.get("n_inaudible") or 0)
+    mark += f" ({inaudible} inaudible)" if inaudible else ""
     contaminated = summary.get("stock_contaminated")
     if contaminated is True or str(contaminated).lower() == "true":
         mark += f" {STOCK_CONTAMINATED}"

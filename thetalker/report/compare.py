@@ -9,8 +9,9 @@ system, model and point, and are compared only when they measured the same thing
 load, sample rate, model, protocol and prompt set; a point where they differ is named with
 what differs, not compared. For every point compared it prints B against A (A is the base,
 B the new run): RTFx as the ratio B / A, TTFA p50 and p90 as B - A in seconds,
-continuity as B - A in percentage points, each with its 95% interval, and names the
-changes whose interval excludes "no change" (1 for the ratio, 0 for a difference).
+continuity under the player model max_deficit_0.1s (vllm-omni's, the same on both sides;
+thetalker.metrics.players) as B - A in percentage points, each with its 95% interval, and
+names the changes whose interval excludes "no change" (1 for the ratio, 0 for a difference).
 
 The two runs are independent (different sessions, maybe different servers), so nothing is
 paired: RTFx compares the rounds' RTFx by Welch's t when both ran N > 1 rounds, else a
@@ -54,7 +55,8 @@ FIGURES = (
     ("RTFx B/A", "rtfx_ratio", 1.0, 3),
     ("TTFA p50 B-A (s)", "ttfa_s_p50_change", 0.0, 3),
     ("TTFA p90 B-A (s)", "ttfa_s_p90_change", 0.0, 3),
-    ("continuity B-A (pp)", "continuity_pct_change", 0.0, 1),
+    # Continuity under one named player model on both sides (thetalker.metrics.players).
+    ("continuity max_deficit_0.1s B-A (pp)", "continuity_pct_change", 0.0, 1),
 )
 
 

@@ -4,14 +4,16 @@ One function per figure: throughput bars by system at the headline concurrency, 
 against concurrency, TTFA p50 against concurrency on log axes (hollow markers where
 continuity is under the threshold), cost bars sorted by price, continuity at each threshold
 of points.csv (one panel per threshold), and perceived first audio (p50 and p90 of first
-byte plus the gapless prebuffer) against concurrency. Error bars are the 95% intervals
+byte plus the gapless prebuffer) against concurrency, and the start buffer for 90/95/99%
+gapless playback against concurrency. Error bars are the 95% intervals
 points.csv holds (RTFx: repeats or bootstrap; continuity: Wilson; TTFA: bootstrap). They
 read the point summaries; the price is `thetalker.metrics.point_cost`. Closed-loop points
 only: the x axis is concurrency.
 
     python -m thetalker.report.figures --points results/points.csv --models M... \
         --systems S... --headline 32 --throughput T.png --continuity C.png --ttfa F.png \
-        --cost P.png [--continuity-thresholds CT.png] [--perceived PF.png]
+        --cost P.png [--continuity-thresholds CT.png] [--perceived PF.png] \
+        [--start-buffer SB.png]
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ __all__ = [
     "cost_figure",
     "continuity_thresholds_figure",
     "perceived_figure",
+    "start_buffer_figure",
     "main",
 ]
 
@@ -243,10 +246,39 @@ def perceived_figure(
     _save(fig, out)
 
 
+def start_buffer_figure(
+    points: pd.DataFrame, models: Sequence[str], systems: Sequence[str], out: Path
+) -> None:
+    """The start buffer a player needs for 90% (solid), 95% (dashed) and 99% (dotted) of a
+    point's streams to play gapless (thetalker.metrics.players), against concurrency. A
+    share out of reach (too many requests failed) leaves a gap in its line."""
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    levels = concurrency_levels(points)
+    for model in models:
+        for system in systems:
+            colour = None
+            for pct, style in ((90, "-"), (95, "--"), (99, ":")):
+                xs, ys, _ = _series(points, model, system, f"start_buffer_s_p{pct}")
+                if not xs:
+                    continue
+                label = f"{model} {system}" if colour is None else None
+                (line,) = ax.plot(xs, ys, marker="o", linestyle=style, color=colour, label=label)
+                colour = line.get_color()
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(levels, [str(c) for c in levels])
+    ax.set_xlabel("concurrency")
+    ax.set_ylabel("start buffer (s)")
+    ax.set_title("Start buffer for gapless playback: 90% solid, 95% dashed, 99% dotted")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+    _save(fig, out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = report_parser("python -m thetalker.report.figures", __doc__, ".png")
     parser.add_argument("--continuity-thresholds", type=Path, help="continuity_thresholds.png")
     parser.add_argument("--perceived", type=Path, help="perceived_first_audio.png")
+    parser.add_argument("--start-buffer", type=Path, help="start_buffer.png")
     args = parser.parse_args(argv)
     points = load_points_or_report(args.points)
     if points is None:
@@ -272,6 +304,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.perceived:
             perceived_figure(points, args.models, args.systems, args.perceived)
             written.append(args.perceived)
+        if args.start_buffer:
+            start_buffer_figure(points, args.models, args.systems, args.start_buffer)
+            written.append(args.start_buffer)
     except ReportWriteError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -4,7 +4,12 @@ service level, the grid). The workflow builds it from the filled config (rules/r
 `--settings {params.report:q}`); by hand, `--settings` takes the same JSON or a file of it.
 
     {"models": [...], "systems": [...], "headline": 32, "ratio": ["a", "b"],
-     "gpu_hour_usd": 2.99, "min_continuity_pct": 95, "ttfa_slo_s": null, "grid": [1, 2]}
+     "gpu_hour_usd": 2.99, "min_continuity_pct": 95, "ttfa_slo_s": null, "grid": [1, 2],
+     "slo": {"player_model": "max_deficit_0.1s", "min_continuity_pct": 95, ...}}
+
+`slo` is the capacity's service level (thetalker.pipeline.config_checks.service_level_spec:
+capacity.slo with report.min_continuity_pct and report.ttfa_slo_s filled in), the JSON
+thetalker.pipeline.capacity.ServiceLevel.from_spec reads.
 """
 
 from __future__ import annotations
@@ -33,10 +38,13 @@ class ReportSettings:
     min_continuity_pct: float
     ttfa_slo_s: float | None  # None: no TTFA limit in the service level
     grid: tuple[int, ...]  # the config's concurrency points
+    slo: Mapping[str, Any]  # the capacity's service level (service_level_spec)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ReportSettings:
         """From the config as rules/common.smk leaves it (the schema's defaults filled)."""
+        from thetalker.pipeline.config_checks import service_level_spec
+
         report = config["report"]
         return cls(
             models=tuple(config["models"]),
@@ -47,6 +55,7 @@ class ReportSettings:
             min_continuity_pct=float(report["min_continuity_pct"]),
             ttfa_slo_s=report["ttfa_slo_s"],
             grid=tuple(int(c) for c in config["concurrency"]),
+            slo=service_level_spec(config),
         )
 
     @classmethod
@@ -69,6 +78,7 @@ class ReportSettings:
             min_continuity_pct=float(data["min_continuity_pct"]),
             ttfa_slo_s=None if slo is None else float(slo),
             grid=tuple(int(c) for c in data["grid"]),
+            slo=_slo(data["slo"], where),
         )
 
     @classmethod
@@ -92,6 +102,12 @@ class ReportSettings:
     def to_json(self) -> str:
         """Canonical JSON (Snakemake compares params: equal settings, equal strings)."""
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+
+def _slo(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ReportSettingsError(f"{where}: report settings field slo: a JSON object")
+    return dict(value)
 
 
 class _SettingsAction(argparse.Action):
@@ -122,6 +138,6 @@ def add_settings_argument(parser: argparse.ArgumentParser) -> argparse.ArgumentP
         action=_SettingsAction,
         metavar="JSON|FILE",
         help="the report settings (thetalker.report.settings): models, systems, headline, "
-        "ratio, gpu_hour_usd, min_continuity_pct, ttfa_slo_s, grid",
+        "ratio, gpu_hour_usd, min_continuity_pct, ttfa_slo_s, grid, slo",
     )
     return parser

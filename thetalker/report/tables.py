@@ -228,14 +228,56 @@ def continuity_table(points: pd.DataFrame, models: Sequence[str], systems: Seque
         return cell_range(summary, "continuity_pct", 1) + failed_mark(summary)
 
     title = (
-        "Continuous streams (%): a real-time player starting at the first byte never fell "
-        "more than 0.1 s behind; a failed request counts as not continuous. [low, high]: the "
-        "95% Wilson interval over the scored requests (100% of 10 is not certain).\n\n"
+        "Continuous streams (%), player model max_deficit_0.1s (vllm-omni's): a real-time "
+        "player starting at the first byte, never pausing, never fell more than 0.1 s behind; "
+        "a failed request counts as not continuous. [low, high]: the 95% Wilson interval "
+        "over the scored requests (100% of 10 is not certain).\n\n"
     )
     text = _per_level_table(points, models, systems, cell, title)
     if thresholds_of(points):
         text += "\n" + continuity_thresholds_table(points, models, systems)
+    text += "\n" + player_models_table(points, models, systems)
     return text
+
+
+_PLAYER_COLUMNS = (
+    ("continuity_pct", "max_deficit_0.1s %", 1),
+    ("stall_gate_pct", "stall_gate %", 1),
+    ("no_stall_pct", "no_stall %", 1),
+    ("start_buffer_s_p90", "buffer for 90% (s)", 3),
+    ("start_buffer_s_p95", "buffer for 95% (s)", 3),
+    ("start_buffer_s_p99", "buffer for 99% (s)", 3),
+)
+
+
+def player_models_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str]) -> str:
+    """Continuity of each point under each named player model (thetalker.metrics.players),
+    and the start buffer a player needs for 90/95/99% of the streams to play gapless."""
+    header = ["model", "system", "point", *(name for _, name, _ in _PLAYER_COLUMNS), "failed"]
+    rows = []
+    for model in models:
+        for system in systems:
+            for label in point_labels(points):
+                s = point_at(points, model, system, label)
+                if s is None:
+                    continue
+                cells = [_plain(s.get(column), digits) for column, _, digits in _PLAYER_COLUMNS]
+                failed = f"{int(s.get('n_failed') or 0)}/{int(s.get('n_scored') or 0)}"
+                rows.append([model, system, label, *cells, failed])
+    title = (
+        "Continuity under each player model (% of the scored requests; a failed request "
+        "passes none): max_deficit_0.1s, vllm-omni's never-pausing player at most 0.1 s "
+        "behind; stall_gate, the public tts_bench report's per-request gate (a pausing "
+        "zero-buffer player's largest stall <= 500 ms and total <= 1000 ms); no_stall, that "
+        "player never stalls (tts_bench's `continuous`). Buffer for P%: the least start-up "
+        "buffer with which P% of the streams play gapless (nearest rank; n/a where more than "
+        "100 - P% could not be played at all, or points.csv predates the figure).\n\n"
+    )
+    return title + markdown_table(header, rows, label_columns=3)
+
+
+def _plain(value: Any, digits: int) -> str:
+    return MISSING if value is None else f"{float(value):.{digits}f}"
 
 
 def continuity_threshold_rows(
@@ -285,6 +327,7 @@ _TTFA_COLUMNS = (
     ("ttfa_s_p50", "first byte p50"),
     ("ttfa_s_p90", "first byte p90"),
     ("ttfa_audible_s_p50", "audible p50"),
+    ("ttfa_audible_s_p95", "audible p95"),
     ("perceived_first_audio_s_p50", "perceived p50"),
     ("perceived_first_audio_s_p90", "perceived p90"),
 )
@@ -296,31 +339,39 @@ def ttfa_rows(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str
         for column, _ in _TTFA_COLUMNS:
             out.update(cell_numbers(s, column))
         out.update(n_ok=s.get("n_ok"), n_failed=s.get("n_failed"), n_scored=s.get("n_scored"))
+        out.update(audible_pct=s.get("audible_pct"), n_inaudible=s.get("n_inaudible"))
         return out
 
     return _long_rows(points, models, systems, row)
 
 
 def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str]) -> str:
-    header = ["model", "system", "point", *(name for _, name in _TTFA_COLUMNS), "failed"]
+    header = ["model", "system", "point", *(name for _, name in _TTFA_COLUMNS)]
+    header += ["audible %", "failed"]
     rows = []
     for r in ttfa_rows(points, models, systems):
         summary = point_at(points, r["model"], r["system"], r["point"])
         cells = [cell_range(summary, column, 3) for column, _ in _TTFA_COLUMNS]
+        audible = (summary or {}).get("audible_pct")
+        inaudible = int((summary or {}).get("n_inaudible") or 0)
         rows.append(
             [
                 r["model"],
                 r["system"],
                 r["point"],
                 *cells,
+                _plain(audible, 1) + (f" ({inaudible} inaudible)" if inaudible else ""),
                 f"{int(r['n_failed'] or 0)}/{int(r['n_scored'] or 0)}",
             ]
         )
     title = (
         "Time to first audio in seconds, over the successful requests: first byte, first "
-        "audible sample, and perceived first audio (first byte plus the prebuffer that would "
-        "have made that stream gapless, `ttfa_s + max_underrun_s`). [low, high]: the 95% "
-        "bootstrap interval over requests (percentiles are skewed, so not ±).\n\n"
+        "audible sample (the public report's onset: -45 dBFS RMS after per-frame DC removal, "
+        "20 ms frames every 10 ms, 2 in a row; a stream with no onset is inaudible: it has "
+        "no audible time and counts against audible %, never as audible at once), and "
+        "perceived first audio (first byte plus the prebuffer that would have made that "
+        "stream gapless, `ttfa_s + max_underrun_s`). [low, high]: the 95% bootstrap interval "
+        "over requests where points.csv has one (percentiles are skewed, so not ±).\n\n"
     )
     return title + markdown_table(header, rows, label_columns=3)
 

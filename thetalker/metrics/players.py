@@ -1,0 +1,185 @@
+"""Continuity under named player models: one stream timeline, several legitimate verdicts.
+
+Each model is a player a reader may have in mind; a table or figure names the one its
+number uses (`PLAYER_MODELS`), and two runs are compared under the same one.
+
+- `max_deficit_{T}s` (vllm-omni's `compute_continuity_stats`): a player that starts at the
+  first chunk with no prebuffer and never pauses falls at most T behind (a record's
+  `max_underrun_s <= T`, inclusive). T = 0.1 s is upstream's default and the headline
+  `continuity_pct`; the others are `continuity_pct_{T}s`.
+- `stall_gate` (the public report's per-request gate, `tts_bench` `AudioSuccessCriteria`):
+  a zero-buffer player that pauses when it runs dry and resumes when data arrives stalls
+  at most `GATE_LARGEST_STALL_S` (500 ms) at once and `GATE_TOTAL_STALL_S` (1000 ms) in all.
+- `no_stall` (the public report's `continuous`): that pausing player never stalls.
+- The start buffer a player needs: the least audio time a player must wait after the first
+  byte so it never stalls; it equals vllm-omni's max deficit (`max_underrun_s`), for the
+  pausing and the non-pausing player alike. Per point: the buffer that makes P% of the
+  scored streams gapless (`start_buffer_for_pct`), P = 90, 95, 99.
+
+A failed request (or one without audio) passes no model and needs an infinite buffer: a
+player could not play it. Every verdict is computed from the record's timeline
+(`chunk_arrival_s`, `chunk_bytes`, `sample_rate`) and its `max_underrun_s`, so old records
+get them too. Pure, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from thetalker.metrics.stream import (
+    CONTINUITY_THRESHOLD_S,
+    _chunk_play_starts,
+    _valid_timeline,
+    bytes_per_second,
+)
+
+__all__ = [
+    "GATE_LARGEST_STALL_S",
+    "GATE_TOTAL_STALL_S",
+    "START_BUFFER_PCTS",
+    "PlayerModel",
+    "PLAYER_MODELS",
+    "player_model",
+    "pausing_stalls_s",
+    "passes_stall_gate",
+    "has_no_stall",
+    "start_buffer_s",
+    "start_buffer_for_pct",
+    "summarize_players",
+]
+
+GATE_LARGEST_STALL_S = 0.5
+GATE_TOTAL_STALL_S = 1.0
+START_BUFFER_PCTS = (90, 95, 99)
+_STALL_EPSILON_S = 1e-9  # below a nanosecond a gap is float noise (as stream.compute_stalls)
+
+
+@dataclass(frozen=True)
+class PlayerModel:
+    """A named player: `column` is its share of continuous streams in a summary / points.csv
+    (percent of the scored requests), `describe` the words a table says it in."""
+
+    name: str
+    column: str
+    describe: str
+
+
+def _max_deficit(threshold_s: float) -> PlayerModel:
+    column = "continuity_pct" if threshold_s == CONTINUITY_THRESHOLD_S else None
+    return PlayerModel(
+        f"max_deficit_{threshold_s:g}s",
+        column or f"continuity_pct_{threshold_s:g}s",
+        f"vllm-omni max deficit <= {threshold_s * 1000:g} ms (never-pausing player)",
+    )
+
+
+PLAYER_MODELS: dict[str, PlayerModel] = {
+    m.name: m
+    for m in (
+        _max_deficit(CONTINUITY_THRESHOLD_S),
+        PlayerModel(
+            "stall_gate",
+            "stall_gate_pct",
+            f"stall gate: largest stall <= {GATE_LARGEST_STALL_S * 1000:g} ms and total <= "
+            f"{GATE_TOTAL_STALL_S * 1000:g} ms (pausing zero-buffer player, tts_bench)",
+        ),
+        PlayerModel("no_stall", "no_stall_pct", "no stall at all (pausing zero-buffer player)"),
+    )
+}
+
+
+def player_model(name: str) -> PlayerModel:
+    """A model by name: one of PLAYER_MODELS, or `max_deficit_{T}s` for any T > 0."""
+    if name in PLAYER_MODELS:
+        return PLAYER_MODELS[name]
+    if name.startswith("max_deficit_") and name.endswith("s"):
+        try:
+            threshold = float(name[len("max_deficit_") : -1])
+        except ValueError:
+            threshold = math.nan
+        if math.isfinite(threshold) and threshold > 0:
+            return _max_deficit(threshold)
+    known = ", ".join([*PLAYER_MODELS, "max_deficit_<T>s"])
+    raise ValueError(f"player model {name!r}: not one of {known}")
+
+
+def _playable(record: Mapping[str, Any]) -> bool:
+    return bool(record.get("ok")) and record.get("ttfa_s") is not None
+
+
+def pausing_stalls_s(record: Mapping[str, Any]) -> list[float]:
+    """Each stall of the pausing zero-buffer player over the record's timeline (seconds)."""
+    arrivals = record.get("chunk_arrival_s") or []
+    sizes = record.get("chunk_bytes") or []
+    bps = bytes_per_second(int(record.get("sample_rate") or 0))
+    if not _valid_timeline(arrivals, sizes, bps):
+        return []
+    starts, ends = _chunk_play_starts(arrivals, sizes, bps)
+    gaps = starts[1:] - ends[:-1]
+    return [float(g) for g in gaps if g > _STALL_EPSILON_S]
+
+
+def passes_stall_gate(
+    record: Mapping[str, Any],
+    largest_s: float = GATE_LARGEST_STALL_S,
+    total_s: float = GATE_TOTAL_STALL_S,
+) -> bool:
+    """The public report's gate: largest stall <= `largest_s` and total <= `total_s`."""
+    if not _playable(record):
+        return False
+    stalls = pausing_stalls_s(record)
+    return max(stalls, default=0.0) <= largest_s and sum(stalls) <= total_s
+
+
+def has_no_stall(record: Mapping[str, Any]) -> bool:
+    return _playable(record) and not pausing_stalls_s(record)
+
+
+def start_buffer_s(record: Mapping[str, Any]) -> float:
+    """The start buffer that makes this stream gapless (its `max_underrun_s`); inf for a
+    request a player could not play."""
+    if not _playable(record):
+        return math.inf
+    return float(record.get("max_underrun_s") or 0.0)
+
+
+def start_buffer_for_pct(buffers: Sequence[float], pct: float) -> float | None:
+    """The least start buffer with which at least `pct`% of the streams play gapless: the
+    nearest-rank percentile (element ceil(pct * n / 100) - 1 of the sorted buffers). inf
+    when more than 100 - pct % of them cannot be played at all; None without streams."""
+    if not buffers:
+        return None
+    ordered = sorted(buffers)
+    rank = max(0, math.ceil(pct * len(ordered) / 100.0) - 1)
+    return float(ordered[rank])
+
+
+def summarize_players(scored: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The point's figures under each player model, over its scored requests."""
+    n = len(scored)
+
+    def pct(k: int) -> float | None:
+        return 100.0 * k / n if n else None
+
+    largest = [max(pausing_stalls_s(r), default=0.0) for r in scored if _playable(r)]
+    buffers = [start_buffer_s(r) for r in scored]
+    return {
+        "stall_gate_pct": pct(sum(passes_stall_gate(r) for r in scored)),
+        "no_stall_pct": pct(sum(has_no_stall(r) for r in scored)),
+        "largest_stall_s_max": max(largest) if largest else None,
+        "start_buffer_s": {
+            f"p{p}": _finite_or_none(start_buffer_for_pct(buffers, p)) for p in START_BUFFER_PCTS
+        }
+        | {"n": n},
+    }
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    """inf (more unplayable streams than the share allows) is written as None: JSON has
+    no infinity, and a table prints it n/a."""
+    return value if value is not None and np.isfinite(value) else None
