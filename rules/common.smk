@@ -6,8 +6,10 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
+from thetalker.data import layout
 from thetalker.lifecycle.leftover import leftover_warnings
 from thetalker.pipeline import config_checks as wfc
+from thetalker.report.settings import ReportSettings
 
 # The schema checks types and ranges and fills in every default; then what a schema cannot
 # say (cross-field checks, the files a run reads), each error one line naming the field.
@@ -36,17 +38,20 @@ POINTS = wfc.point_labels(config)
 # Below each point: "" for one run, else round1/ .. roundN/ (repeats, run back to back).
 ROUNDS = wfc.round_dirs(config)
 QUALITY = wfc.quality_settings(config)
+# What every table and figure over points.csv reads, as one canonical JSON object.
+REPORT_SETTINGS = ReportSettings.from_config(config).to_json()
 
 # The layout. A speed run's point: its records, summary, provenance (and audio, wer).
 RUN = "results/runs/{system}/{model}"
-POINT = f"{RUN}/c{{n}}"
+POINT = f"{RUN}/{layout.CLOSED_PREFIX}{{n}}"
 # A quality run: one point at quality.concurrency, then transcripts and wer.json.
 QUALITY_RUN = "results/quality/{system}/{model}"
-QUALITY_POINT = f"{QUALITY_RUN}/c{QUALITY['concurrency']}"
+QUALITY_POINT = f"{QUALITY_RUN}/{layout.concurrency_label(QUALITY['concurrency'])}"
 COMPARISON = "results/quality/compare/{model}/{system_a}_vs_{system_b}.json"
 LOGS = "results/logs/{system}/{model}"
 # The capacity search's manifest (always written by the bench job): the points it added,
-# under {RUN}/search/{point}/, which no rule can name before the job runs.
+# under {RUN}/search/{point}/, which no rule can name before the job runs. (The point and
+# round folder names: thetalker.data.layout.)
 SEARCH = f"{RUN}/search.json"
 
 

@@ -1,4 +1,5 @@
-# Tables and figures from results/points.csv: cheap, so they run where Snakemake runs.
+# Tables and figures from results/points.csv: cheap, so they run where Snakemake runs. Each
+# takes the report's settings as one JSON object (REPORT_SETTINGS: thetalker.report.settings).
 
 
 localrules:
@@ -66,14 +67,11 @@ rule tables:
     conda:
         "../envs/report.yaml"
     params:
-        models=MODELS,
-        systems=SYSTEMS,
-        headline=config["report"]["headline_concurrency"],
-        ratio=config["report"]["ratio"],
-        gpu_hour_usd=config["report"]["gpu_hour_usd"],
-        min_continuity_pct=config["report"]["min_continuity_pct"],
+        report=REPORT_SETTINGS,
     shell:
-        "python -m thetalker.report.tables --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --ratio {params.ratio} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} --throughput {output.throughput} --continuity {output.continuity} --ttfa {output.ttfa} --cost {output.cost} > {log} 2>&1"
+        "python -m thetalker.report.tables --points {input} --settings {params.report:q} "
+        "--throughput {output.throughput} --continuity {output.continuity} "
+        "--ttfa {output.ttfa} --cost {output.cost} > {log} 2>&1"
 
 
 rule figures:
@@ -120,13 +118,13 @@ rule figures:
     conda:
         "../envs/report.yaml"
     params:
-        models=MODELS,
-        systems=SYSTEMS,
-        headline=config["report"]["headline_concurrency"],
-        gpu_hour_usd=config["report"]["gpu_hour_usd"],
-        min_continuity_pct=config["report"]["min_continuity_pct"],
+        report=REPORT_SETTINGS,
     shell:
-        "python -m thetalker.report.figures --points {input} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} --throughput {output.throughput} --continuity {output.continuity} --ttfa {output.ttfa} --cost {output.cost} --continuity-thresholds {output.continuity_thresholds} --perceived {output.perceived} --start-buffer {output.start_buffer} > {log} 2>&1"
+        "python -m thetalker.report.figures --points {input} --settings {params.report:q} "
+        "--throughput {output.throughput} --continuity {output.continuity} "
+        "--ttfa {output.ttfa} --cost {output.cost} "
+        "--continuity-thresholds {output.continuity_thresholds} "
+        "--perceived {output.perceived} --start-buffer {output.start_buffer} > {log} 2>&1"
 
 
 # How many streams each (system, model) holds (thetalker.report.capacity), from points.csv:
@@ -157,16 +155,10 @@ rule capacity:
     conda:
         "../envs/report.yaml"
     params:
-        models=MODELS,
-        systems=SYSTEMS,
-        headline=config["report"]["headline_concurrency"],
-        gpu_hour_usd=config["report"]["gpu_hour_usd"],
-        min_continuity_pct=config["report"]["min_continuity_pct"],
-        ttfa_slo=wfc.ttfa_slo_arg(config),
-        slo=wfc.slo_args(config),
-        grid=CONCURRENCY,
+        report=REPORT_SETTINGS,
     shell:
-        "python -m thetalker.report.capacity --points {input.points} --models {params.models} --systems {params.systems} --headline {params.headline} --gpu-hour-usd {params.gpu_hour_usd} --min-continuity-pct {params.min_continuity_pct} {params.ttfa_slo} {params.slo} --grid {params.grid} --table {output.table} --figure {output.figure} > {log} 2>&1"
+        "python -m thetalker.report.capacity --points {input.points} --settings {params.report:q} "
+        "--table {output.table} --figure {output.figure} > {log} 2>&1"
 
 
 # The public report's load shape: p95 audible first audio by request rate per system, from
@@ -195,10 +187,10 @@ rule by_rate:
     conda:
         "../envs/report.yaml"
     params:
-        models=MODELS,
-        systems=SYSTEMS,
+        report=REPORT_SETTINGS,
     shell:
-        "python -m thetalker.report.by_rate --points {input} --models {params.models} --systems {params.systems} --table {output.table} --figure {output.figure} > {log} 2>&1"
+        "python -m thetalker.report.by_rate --points {input} --settings {params.report:q} "
+        "--table {output.table} --figure {output.figure} > {log} 2>&1"
 
 
 # The agent mode's table and figure, from the records of the protocol: websocket systems.

@@ -261,3 +261,17 @@ def test_progress_lines_appear_during_a_point(
     assert end.startswith("thetalker-bench: c1: 4/4 ok, error rate 0.0 %, RTFx ")
     # 0.1 s of audio every 0.3 s: slower than real time, so every stream stalls
     assert ", TTFA p50 " in end and end.endswith(", continuity 0.0 %")
+
+
+def test_flag_defaults_are_the_bench_options_defaults():
+    """One owner of each default: no flag given gives BenchOptions() field for field."""
+    from dataclasses import fields
+
+    from thetalker.cli.bench import build_parser, options_from_args
+    from thetalker.client import BenchOptions
+
+    args = build_parser().parse_args(["--texts-jsonl", "p.jsonl", "--out-dir", "out"])
+    opts, default = options_from_args(args), BenchOptions()
+    assert [
+        f.name for f in fields(BenchOptions) if getattr(opts, f.name) != getattr(default, f.name)
+    ] == []

@@ -315,7 +315,7 @@ def test_request_bodies_per_task_type(tmp_path: Path):
     ],
 )
 def test_bad_options_name_the_field(changes: dict[str, Any], field: str):
-    with pytest.raises(OptionsError, match=f"^{field}: "):
+    with pytest.raises(OptionsError, match=f"^option field {field}: "):
         validate_options(BenchOptions(**changes))
 
 

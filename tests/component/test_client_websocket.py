@@ -229,7 +229,7 @@ def test_options_are_checked(tmp_path: Path) -> None:
         (dict(response_format="wav"), "response_format"),
         (dict(text_trace=str(tmp_path / "missing")), "text_trace"),
     ]:
-        with pytest.raises(OptionsError, match=f"^{name}:"):
+        with pytest.raises(OptionsError, match=f"^option field {name}:"):
             validate_options(BenchOptions(**{**base.__dict__, **change}))
 
 

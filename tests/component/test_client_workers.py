@@ -153,7 +153,7 @@ def test_save_audio_count_keeps_the_first_n_scored(scripted_server: ScriptedServ
     ],
 )
 def test_bad_new_options_name_the_field(changes: dict[str, Any], field: str):
-    with pytest.raises(OptionsError, match=f"^{field}: "):
+    with pytest.raises(OptionsError, match=f"^option field {field}: "):
         validate_options(BenchOptions(**changes))
 
 

@@ -289,7 +289,9 @@ def test_the_client_sends_the_key_from_the_named_variable(keyed_server, tmp_path
 def test_a_named_key_variable_that_is_not_set_is_one_line(tmp_path):
     from thetalker.client import OptionsError
 
-    with pytest.raises(OptionsError, match=r"^api_key_env: --api-key-env: variable NOPE_"):
+    with pytest.raises(
+        OptionsError, match=r"^option field api_key_env: --api-key-env: variable NOPE_"
+    ):
         _run("http://127.0.0.1:9", tmp_path, api_key_env="NOPE_NOT_SET_VAR")
 
 

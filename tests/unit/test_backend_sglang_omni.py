@@ -40,10 +40,14 @@ def test_body_sends_the_speaker_as_voice_and_streams_with_stream_true():
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"response_format": "wav"}, r"^response_format: 'wav': server sglang-omni streams pcm$"),
+        (
+            {"response_format": "wav"},
+            r"^option field response_format: 'wav': server sglang-omni streams pcm$",
+        ),
         (
             {"protocol": "websocket", "split_granularity": "none"},
-            r"^split_granularity: 'none': server sglang-omni splits by sentence, clause$",
+            r"^option field split_granularity: 'none': server sglang-omni splits by sentence, "
+            r"clause$",
         ),
     ],
 )

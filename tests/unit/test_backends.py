@@ -41,7 +41,7 @@ def test_encoder_bytes_are_the_body_for_a_kind_without_per_request_fields():
 
 
 def test_options_refuse_an_unknown_server():
-    with pytest.raises(OptionsError, match="^server: unknown server 'x'"):
+    with pytest.raises(OptionsError, match="^option field server: unknown server 'x'"):
         validate_options(BenchOptions(server="x"))
 
 
@@ -98,7 +98,7 @@ def test_nari_requests_get_a_seed_each():
     ],
 )
 def test_options_refuse_what_a_server_cannot_do(opts: BenchOptions, message: str):
-    with pytest.raises(OptionsError, match=f"^{message}"):
+    with pytest.raises(OptionsError, match=f"^option field {message}"):
         validate_options(opts)
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 
 from thetalker.report.by_rate import by_rate_rows, by_rate_table, main
 from thetalker.report.common import load_points
+from thetalker.report.settings import ReportSettings
 
 
 def _points(tmp_path: Path) -> Path:
@@ -71,7 +72,18 @@ def test_by_rate_rows_and_table(tmp_path: Path) -> None:
 
 def test_by_rate_main_writes_table_csv_and_figure(tmp_path: Path) -> None:
     table, figure = tmp_path / "by_rate.md", tmp_path / "by_rate.png"
-    args = ["--points", str(_points(tmp_path)), "--models", "m", "--systems", "a", "b"]
+    settings = ReportSettings(
+        models=("m",),
+        systems=("a", "b"),
+        headline=1,
+        ratio=("a", "b"),
+        gpu_hour_usd=2.99,
+        min_continuity_pct=95.0,
+        ttfa_slo_s=None,
+        grid=(1,),
+        slo={},
+    )
+    args = ["--points", str(_points(tmp_path)), "--settings", settings.to_json()]
     assert main([*args, "--table", str(table), "--figure", str(figure)]) == 0
     assert table.read_text().startswith("By request rate")
     assert pd.read_csv(tmp_path / "by_rate.csv").shape[0] == 3

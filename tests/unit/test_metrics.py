@@ -496,3 +496,16 @@ def test_point_summary_json_form_is_the_field_list_in_order():
     assert s["rtfx"] == s.rtfx and s.get("missing") is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.rtfx = 0.0  # type: ignore[misc]
+
+
+def test_point_summary_fields_are_the_declared_summary_fields():
+    """summary.json's schema (data/records.py) declares every PointSummary field, and its
+    required core is PointSummary's: a new figure is declared where readers look."""
+    import dataclasses
+
+    from thetalker.data.records import OPTIONAL_SUMMARY_FIELDS, SUMMARY_FIELDS
+    from thetalker.metrics import PointSummary
+
+    names = {f.name for f in dataclasses.fields(PointSummary)}
+    assert names - set(SUMMARY_FIELDS) - set(OPTIONAL_SUMMARY_FIELDS) == set()
+    assert set(SUMMARY_FIELDS) - names == set()

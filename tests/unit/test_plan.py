@@ -77,7 +77,7 @@ def test_one_jobs_seconds_by_hand():
 def test_the_search_and_rate_points_add_their_requests():
     est = estimate_job(
         job(
-            capacity={"max_steps": 3, "min_continuity_pct": 95.0},
+            capacity={"max_steps": 3, "min_continuity_pct": 95.0, "ttfa_slo_s": None},
             request_rates=(2.0,),
             rate_requests=10,
         ),

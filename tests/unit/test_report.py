@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from thetalker.data.records import append_record
 from thetalker.metrics import point_cost, summarize_point
 from thetalker.report import capacity as report_capacity
 from thetalker.report import common, figures, points, tables
+from thetalker.report.settings import ReportSettings
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -60,10 +62,25 @@ def test_point_key_rejects_a_path_outside_the_layout(tmp_path):
         points.point_key(tmp_path / "records.jsonl")
 
 
+def _settings(**changes: object) -> str:
+    """The report settings of these tests (as rules/report.smk passes them: JSON)."""
+    settings = ReportSettings(
+        models=("m",),
+        systems=("a", "b"),
+        headline=2,
+        ratio=("a", "b"),
+        gpu_hour_usd=2.99,
+        min_continuity_pct=95.0,
+        ttfa_slo_s=None,
+        grid=(1, 2),
+        slo={"min_continuity_pct": 95.0, "ttfa_slo_s": None},  # the other figures' defaults
+    )
+    return dataclasses.replace(settings, **changes).to_json()  # type: ignore[arg-type]
+
+
 def _tables(tmp_path: Path, out: Path) -> dict[str, Path]:
     md = {name: tmp_path / f"{name}.md" for name in ("throughput", "continuity", "ttfa", "cost")}
-    argv = ["--points", str(out), "--models", "m", "--systems", "a", "b", "--headline", "2"]
-    argv += ["--ratio", "a", "b", "--gpu-hour-usd", "2.99"]
+    argv = ["--points", str(out), "--settings", _settings()]
     for name, path in md.items():
         argv += [f"--{name}", str(path)]
     assert tables.main(argv) == 0
@@ -179,9 +196,8 @@ def test_open_loop_points_get_their_own_columns(tmp_path):
 def test_capacity_table_and_figure(tmp_path, runs):
     out = _points_csv(tmp_path)
     table, figure = tmp_path / "capacity.md", tmp_path / "capacity.png"
-    argv = ["--points", str(out), "--models", "m", "--systems", "a", "b", "--headline", "2"]
-    argv += ["--table", str(table), "--figure", str(figure), "--grid", "1", "2"]
-    assert report_capacity.main(argv) == 0
+    argv = ["--points", str(out), "--table", str(table), "--figure", str(figure)]
+    assert report_capacity.main([*argv, "--settings", _settings()]) == 0
     text = table.read_text()
     # a holds 95% at both points: at least 2; b falls to 50% at c2: 1 stream.
     a2, b1 = summarize_point(runs[("a", "m", 2)]), summarize_point(runs[("b", "m", 1)])
@@ -192,7 +208,7 @@ def test_capacity_table_and_figure(tmp_path, runs):
     assert [r["verdict"] for r in rows] == ["at_least", "found"]
     assert figure.read_bytes()[:8] == PNG_MAGIC
     # a TTFA limit below every point's p90: never
-    assert report_capacity.main([*argv, "--ttfa-slo-s", "0.001"]) == 0
+    assert report_capacity.main([*argv, "--settings", _settings(slo={"ttfa_slo_s": 0.001})]) == 0
     assert "| m | a | never (fails at 1) |" in table.read_text()
 
 
@@ -207,7 +223,7 @@ def test_figures_are_png_files(tmp_path, runs):
     out = _points_csv(tmp_path)
     names = ("throughput", "continuity", "ttfa", "cost", "continuity-thresholds", "perceived")
     png = {name: tmp_path / f"{name}.png" for name in names}
-    argv = ["--points", str(out), "--models", "m", "--systems", "a", "b", "--headline", "2"]
+    argv = ["--points", str(out), "--settings", _settings()]
     for name, path in png.items():
         argv += [f"--{name}", str(path)]
     assert figures.main(argv) == 0
@@ -220,10 +236,10 @@ def test_a_report_file_that_cannot_be_written_is_one_line_naming_it(tmp_path, ru
     out = _points_csv(tmp_path)
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
-    argv = ["--points", str(out), "--models", "m", "--systems", "a", "b", "--headline", "2"]
+    argv = ["--points", str(out), "--settings", _settings()]
     for name in ("throughput", "continuity", "ttfa", "cost"):
         argv += [f"--{name}", str(blocked / f"{name}.md")]
-    assert tables.main([*argv, "--ratio", "a", "b"]) == 1
+    assert tables.main(argv) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: {blocked / 'throughput.md'}: cannot write: Not a directory"]
     assert figures.main([a.replace(".md", ".png") for a in argv]) == 1
@@ -243,3 +259,16 @@ def test_an_interrupted_write_leaves_the_old_file_whole(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         write_output(path, cut_short)
     assert path.read_text() == "old and whole" and [p.name for p in tmp_path.iterdir()] == ["t.md"]
+
+
+def test_report_settings_parse_json_or_a_file_and_name_a_bad_field(tmp_path):
+    from thetalker.report.settings import ReportSettingsError
+
+    text = _settings()
+    assert ReportSettings.parse(text).to_json() == text
+    path = tmp_path / "settings.json"
+    path.write_text(text)
+    assert ReportSettings.parse(str(path)) == ReportSettings.parse(text)
+    path.write_text(text.replace('"grid"', '"grids"'))
+    with pytest.raises(ReportSettingsError, match=r"settings\.json: .*missing grid"):
+        ReportSettings.parse(str(path))

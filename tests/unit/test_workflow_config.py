@@ -16,6 +16,7 @@ from snakemake.utils import validate as validate_and_fill
 from tests.support.paths import REPO
 from thetalker.pipeline import config_checks as wfc
 from thetalker.pipeline.job import JOB_FIELDS, BenchJob, BenchJobError
+from thetalker.report.settings import ReportSettings
 
 ROOT = REPO
 PUBLISHED_MODELS = ["qwen3tts17b", "qwen3tts06b", "voxcpm2", "moss", "omnivoice"]
@@ -41,7 +42,7 @@ def checked(config: dict) -> dict:
 def test_shipped_configs_pass_schema_and_cross_checks(name):
     config = load(name)
     validate(config)
-    wfc.check_config(config)
+    wfc.check_config(checked(config))  # as rules/common.smk: defaults filled first
 
 
 def test_published_matrix_is_the_published_one():
@@ -119,7 +120,7 @@ def test_schema_error_names_the_field(edit, field):
     ],
 )
 def test_cross_checks_name_the_field(edit, message):
-    config = load("config.yaml")
+    config = checked(load("config.yaml"))
     edit(config)
     with pytest.raises(wfc.ConfigError, match=message):
         wfc.check_config(config)
@@ -320,7 +321,7 @@ def test_job_module_refuses_bad_job_json():
 
 def test_repeats_rates_and_search_enter_the_job_only_when_set(workdir):
     config = checked(load("published.yaml"))
-    config["capacity"] = {"refine": False, "max_steps": 3}
+    config["capacity"].update(refine=False, max_steps=3)  # the rest as the schema filled it
     plain = json.loads(wfc.bench_job(config, "vllm-omni", "moss").to_json())
     assert not {"repeats", "request_rates", "rate_requests", "capacity"} & set(plain)
     assert wfc.point_labels(config) == [f"c{c}" for c in config["concurrency"]]
@@ -335,12 +336,20 @@ def test_repeats_rates_and_search_enter_the_job_only_when_set(workdir):
     assert data["capacity"] == {
         "max_steps": 3,
         "repeat_boundary": 0,
-        "slo": {"min_continuity_pct": 95.0, "ttfa_slo_s": 1.5},  # report.*: no capacity.slo
+        # capacity.slo's defaults, continuity and first byte from report.*
+        "slo": {
+            "player_model": "max_deficit_0.1s",
+            "min_continuity_pct": 95.0,
+            "max_audible_p95_s": 1.0,
+            "max_failed_pct": 1.0,
+            "max_wer_pct": None,
+            "ttfa_slo_s": 1.5,
+        },
     }
     assert BenchJob.from_json(job.to_json()) == job
     assert job.point_labels()[-2:] == ["r0.5", "r2"] == wfc.point_labels(config)[-2:]
     assert wfc.round_dirs(config) == ["round1/", "round2/", "round3/"]
-    assert wfc.ttfa_slo_arg(config) == "--ttfa-slo-s 1.5"
+    assert ReportSettings.from_config(config).ttfa_slo_s == 1.5
     # The quality run is one run of one point: none of it.
     quality = wfc.quality_run_config(config, "moss")
     quality_job = json.loads(wfc.bench_job(quality, "vllm-omni", "moss").to_json())
@@ -375,6 +384,19 @@ def test_a_bad_asr_model_is_refused_at_config_time(asr, message, monkeypatch):
     for fine in ("tiny.en", "Systran/faster-whisper-small", "tiny.en-bundled"):
         config["quality"]["asr"].update(backend="faster-whisper", model=fine)
         wfc.check_quality(config)
+
+
+def test_config_checks_are_the_jobs_said_of_the_config_field():
+    """One input check: a value the job refuses is refused in the config first, naming the
+    config's field, in the one message format (thetalker.util.checks.field_message)."""
+    config = checked(load("config.yaml"))
+    config["models"]["piper-joe"]["voice"] = {"clone": "inline"}
+    with pytest.raises(wfc.ConfigError) as refused:
+        wfc.check_config(config)
+    assert str(refused.value) == (
+        "config field models.piper-joe.voice.clone: the local launcher's server cannot clone "
+        "voices (give a speaker)"
+    )
 
 
 def test_capacity_slo_is_checked_and_filled_from_report(workdir):

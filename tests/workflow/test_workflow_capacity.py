@@ -177,8 +177,11 @@ def test_stock_contaminated_points_are_marked_in_tables_and_warned(tmp_path: Pat
     for path, flag in ((clean, False), (dirty, True)):
         path.parent.mkdir()
         path.write_text(json.dumps({"stock_contaminated": flag}))
+    from thetalker.data.manifest import SearchManifest, SearchPoint, write_search_manifest
+
     manifest = tmp_path / "search.json"
-    manifest.write_text(json.dumps({"points": [{"provenance": [str(dirty)]}]}))
+    point = SearchPoint("c3", 3, None, False, None, None, None, (), (), (str(dirty),))
+    write_search_manifest(manifest, SearchManifest("s", "m", True, None, (point,)))
     warning = contaminated_points_warning([clean, dirty, tmp_path / "missing.json"], [manifest])
     assert warning is not None and warning.startswith("WARNING: 2 stock point(s)")
     assert str(clean) not in warning and warning.count(str(dirty)) == 2

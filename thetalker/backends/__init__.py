@@ -11,24 +11,12 @@ from __future__ import annotations
 
 import importlib
 
-from thetalker.backends.base import (
-    SAMPLE_RATE_HEADER,
-    SAMPLE_RATE_WAV_PROBE,
-    AgentProtocol,
-    Backend,
-    BodyDialect,
-    Errors,
-    Launch,
-)
+from thetalker.backends import base
+from thetalker.backends.base import *  # noqa: F403 (what a server kind is, re-exported)
+from thetalker.backends.base import Backend
 
 __all__ = [
-    "AgentProtocol",
-    "Backend",
-    "BodyDialect",
-    "Errors",
-    "Launch",
-    "SAMPLE_RATE_HEADER",
-    "SAMPLE_RATE_WAV_PROBE",
+    *base.__all__,
     "UnknownBackendError",
     "DEFAULT",
     "get",

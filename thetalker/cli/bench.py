@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 from thetalker import backends
 from thetalker.api.speech import RESPONSE_FORMATS, STREAM_FORMATS, TASK_TYPES, VOICES_LIST_HINT
@@ -26,6 +28,8 @@ from thetalker.client import (
     run_benchmark,
     validate_options,
 )
+from thetalker.client.options import PROTOCOLS, SPLIT_GRANULARITIES
+from thetalker.client.pacing import TEXT_PACE_UNITS
 from thetalker.client.progress import (
     DEFAULT_INTERVAL_S,
     LineReporter,
@@ -47,6 +51,9 @@ __all__ = [
 ]
 
 PROG = "thetalker-bench"
+# Every flag's default is its BenchOptions field's (one owner: thetalker.client.options).
+_DEFAULT = BenchOptions()
+_DEFAULT_URL = urlsplit(_DEFAULT.base_url)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,6 +73,11 @@ def _sample_rate(text: str) -> int | None:
     return value
 
 
+def _field_flag(group: Any, name: str, **kwargs: Any) -> None:
+    """`--{name}` for the BenchOptions field `name`, with that field's default."""
+    group.add_argument(f"--{name.replace('_', '-')}", default=getattr(_DEFAULT, name), **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="Benchmark a streaming /v1/audio/speech server.")
     where = p.add_argument_group("server")
@@ -75,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {backends.DEFAULT})",
     )  # fmt: skip
     where.add_argument("--base-url", help="e.g. http://127.0.0.1:8091 (overrides host/port)")
-    where.add_argument("--host", default="127.0.0.1")
-    where.add_argument("--port", type=int, default=8091)
+    where.add_argument("--host", default=_DEFAULT_URL.hostname)
+    where.add_argument("--port", type=int, default=_DEFAULT_URL.port)
     where.add_argument("--model", help="sent as 'model' (must equal the served name)")
     where.add_argument(
         "--api-key-env",
@@ -86,22 +98,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     load = p.add_argument_group("load")
     load.add_argument("--texts-jsonl", required=True, help="prompts: {sample_id, text} per line")
-    load.add_argument("--concurrency", type=int, default=1, help="requests in flight")
+    load.add_argument(
+        "--concurrency", type=int, default=_DEFAULT.concurrency, help="requests in flight"
+    )
     load.add_argument(
         "--request-rate", type=float, help="open loop: Poisson arrivals per second instead"
     )
-    load.add_argument("--requests", type=int, default=10, help="scored requests")
-    load.add_argument("--warmup", type=int, default=2, help="requests before scoring")
-    load.add_argument("--seed", type=int, default=42, help="fixes prompt order and arrivals")
-    load.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    load.add_argument("--max-error-rate", type=float, default=0.05)
+    load.add_argument("--requests", type=int, default=_DEFAULT.requests, help="scored requests")
+    load.add_argument("--warmup", type=int, default=_DEFAULT.warmup, help="requests before scoring")
     load.add_argument(
-        "--workers", type=int, default=1, metavar="K",
+        "--seed", type=int, default=_DEFAULT.seed, help="fixes prompt order and arrivals"
+    )
+    load.add_argument(
+        "--timeout", type=float, default=_DEFAULT.timeout_s, help="seconds per request"
+    )
+    load.add_argument("--max-error-rate", type=float, default=_DEFAULT.max_error_rate)
+    load.add_argument(
+        "--workers", type=int, default=_DEFAULT.workers, metavar="K",
         help="spread the scored streams over K processes (warmup runs once, here); "
         "for ~1000 streams on a many-core client host",
     )  # fmt: skip
     body = p.add_argument_group("request body")
-    body.add_argument("--task-type", default="CustomVoice", choices=TASK_TYPES)
+    body.add_argument("--task-type", default=_DEFAULT.task_type, choices=TASK_TYPES)
     body.add_argument(
         "--speaker",
         help="CustomVoice speaker (default: the --deploy model's documented speaker)",
@@ -113,13 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--register-voice", metavar="NAME", help="upload --ref-audio once as NAME, then use it"
     )
     body.add_argument("--instructions", help="VoiceDesign description (<= 500 chars)")
-    body.add_argument("--language", default="English")
+    body.add_argument("--language", default=_DEFAULT.language)
     body.add_argument("--max-new-tokens", type=int)
-    body.add_argument("--stream-format", default="audio", choices=STREAM_FORMATS)
-    body.add_argument("--response-format", default="pcm", choices=RESPONSE_FORMATS)
+    body.add_argument("--stream-format", default=_DEFAULT.stream_format, choices=STREAM_FORMATS)
+    body.add_argument(
+        "--response-format", default=_DEFAULT.response_format, choices=RESPONSE_FORMATS
+    )
     audio = p.add_argument_group("audio")
     audio.add_argument(
-        "--sample-rate", type=_sample_rate, default=None, metavar="N|auto",
+        "--sample-rate", type=_sample_rate, default=_DEFAULT.sample_rate, metavar="N|auto",
         help="PCM rate; auto (default) asks the server once (a non-streamed wav request, or the "
         "rate header of a streamed one where the server states it: sglang-omni)",
     )  # fmt: skip
@@ -139,31 +159,42 @@ def build_parser() -> argparse.ArgumentParser:
         "--save-audio-count", type=int, metavar="N",
         help="with --save-audio: only the first N scored requests (by sending order)",
     )  # fmt: skip
-    audio.add_argument("--threshold", type=float, default=0.1, help="continuity threshold, s")
-    agent = p.add_argument_group("agent mode (text streamed in over a WebSocket)")
-    agent.add_argument(
-        "--protocol", default="http", choices=("http", "websocket"),
-        help="websocket: one /v1/audio/speech/stream session per request, text in pieces",
-    )  # fmt: skip
-    agent.add_argument(
-        "--text-pace", type=float, default=30.0, metavar="RATE",
-        help="pieces (words) per second the text is sent at; 0 sends it whole (default 30)",
-    )  # fmt: skip
-    agent.add_argument(
-        "--text-pace-unit", default="words", choices=("words", "tokens"),
-        help="tokens: RATE is an LLM's tokens/s (a token is ~0.75 words)",
-    )  # fmt: skip
-    agent.add_argument(
-        "--text-pace-jitter", type=float, default=0.0, metavar="J",
-        help="each gap times a seeded uniform 1 +- J (0 <= J < 1)",
-    )  # fmt: skip
-    agent.add_argument(
-        "--text-trace", metavar="FILE", help="recorded piece offsets (s), one a line; replace RATE"
+    audio.add_argument(
+        "--threshold", type=float, default=_DEFAULT.threshold_s, help="continuity threshold, s"
     )
-    agent.add_argument(
-        "--split-granularity", default="sentence", choices=("none", "sentence", "clause"),
+    agent = p.add_argument_group("agent mode (text streamed in over a WebSocket)")
+    field_flag = functools.partial(_field_flag, agent)
+    field_flag(
+        "protocol",
+        choices=PROTOCOLS,
+        help="websocket: one /v1/audio/speech/stream session per request, text in pieces",
+    )
+    field_flag(
+        "text_pace",
+        type=float,
+        metavar="RATE",
+        help="pieces (words) per second the text is sent at; 0 sends it whole "
+        "(default %(default)g)",
+    )
+    field_flag(
+        "text_pace_unit",
+        choices=TEXT_PACE_UNITS,
+        help="tokens: RATE is an LLM's tokens/s (a token is ~0.75 words)",
+    )
+    field_flag(
+        "text_pace_jitter",
+        type=float,
+        metavar="J",
+        help="each gap times a seeded uniform 1 +- J (0 <= J < 1)",
+    )
+    field_flag(
+        "text_trace", metavar="FILE", help="recorded piece offsets (s), one a line; replace RATE"
+    )
+    field_flag(
+        "split_granularity",
+        choices=SPLIT_GRANULARITIES,
         help="the server's unit of synthesis (session.config)",
-    )  # fmt: skip
+    )
     p.add_argument("--out-dir", required=True, help="records.jsonl and summary.json go here")
     p.add_argument(
         "--progress-interval", type=float, default=DEFAULT_INTERVAL_S, metavar="S",

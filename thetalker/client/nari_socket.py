@@ -17,7 +17,6 @@ thetalker.client.ws_record.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -25,14 +24,12 @@ from typing import Any
 
 import aiohttp
 
-from thetalker.client.receive import _describe
 from thetalker.client.websocket import (
-    _CLOSE_TIMEOUT_S,
     WsExchange,
-    _closed_message,
-    _event_message,
-    _event_type,
+    _receive_frames,
     _send_text,
+    agent_session,
+    connect,
 )
 
 __all__ = ["SUBPROTOCOL", "run_nari_session"]
@@ -46,34 +43,6 @@ def _append(sequence: int, piece: str) -> str:
 
 def _end(sequence: int) -> str:
     return json.dumps({"type": "input_text.end", "sequence": sequence})
-
-
-async def _receive_frames(ws: aiohttp.ClientWebSocketResponse, ex: WsExchange) -> None:
-    """Stamp every frame and event until `response.done` or the socket closes."""
-    times, frames, events = ex.times, ex.pieces, ex.events
-    binary, text = aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT
-    while True:
-        msg = await ws.receive()
-        t = time.perf_counter()
-        if msg.type == binary:
-            times.append(t)
-            frames.append(msg.data)
-        elif msg.type == text:
-            events.append((t, msg.data, len(frames)))
-            if '"response.done"' in msg.data or '"error"' in msg.data:
-                kind = _event_type(msg.data)
-                if kind == "response.done":
-                    ex.session_done = True
-                    ex.t_end = t
-                    _stop_reason(ex, msg.data)
-                    return
-                if kind == "error" and ex.failure is None:
-                    ex.failure = ("ws_error", _event_message(msg.data))
-        else:
-            ex.close_code = ws.close_code
-            if ex.failure is None:
-                ex.failure = ("closed_early", _closed_message(ws, msg, "response.done"))
-            return
 
 
 def _stop_reason(ex: WsExchange, raw: str) -> None:
@@ -101,35 +70,14 @@ async def run_nari_session(
     handshake is done (the sender counts the session in flight from there)."""
     ex.t_send = time.perf_counter()
     start_text = json.dumps(start)
-    sender: asyncio.Task[None] | None = None
-    try:
-        async with asyncio.timeout(timeout_s):
-            async with session.ws_connect(
-                url,
-                protocols=(SUBPROTOCOL,),
-                max_msg_size=0,
-                autoping=True,
-                timeout=aiohttp.ClientWSTimeout(ws_close=_CLOSE_TIMEOUT_S),
-            ) as ws:
-                ex.t_open = time.perf_counter()
-                ex.status = 101
-                if on_open is not None:
-                    on_open()
-                await ws.send_str(start_text)
-                sender = asyncio.create_task(_send_text(ws, pieces, offsets, ex, _append, _end))
-                await _receive_frames(ws, ex)
-    except aiohttp.WSServerHandshakeError as exc:
-        ex.status = exc.status
-        ex.failure = ("http_status", f"the WebSocket handshake was refused: HTTP {exc.status}")
-    except TimeoutError:
-        ex.failure = ex.failure or ("timeout", f"no response.done within {timeout_s:g} s")
-    except (aiohttp.ClientError, OSError) as exc:
-        kind = "connection" if ex.t_open is None else "closed_early"
-        ex.failure = ex.failure or (kind, _describe(exc))
-    finally:
-        if ex.t_end is None:
-            ex.t_end = time.perf_counter()
-        if sender is not None and not sender.done():
-            sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sender
+    async with (
+        agent_session(ex, timeout_s, "response.done", timeout_wins=False) as running,
+        connect(session, url, 0, (SUBPROTOCOL,)) as ws,
+    ):
+        ex.t_open = time.perf_counter()
+        ex.status = 101
+        if on_open is not None:
+            on_open()
+        await ws.send_str(start_text)
+        running.sender = asyncio.create_task(_send_text(ws, pieces, offsets, ex, _append, _end))
+        await _receive_frames(ws, ex, "response.done", _stop_reason)

@@ -15,6 +15,7 @@ from thetalker.api.speech import (
     TASK_TYPES,
 )
 from thetalker.data.wavio import WavError, check_reference_clip
+from thetalker.util.checks import at_least, field_message, finite_seconds, fraction, positive_rate
 from thetalker.util.redact import redact_url
 
 __all__ = [
@@ -99,8 +100,9 @@ class ProbeError(BenchError):
 def validate_options(opts: BenchOptions) -> None:
     """Raise OptionsError naming the first bad field."""
 
-    def bad(name: str, why: str) -> None:
-        raise OptionsError(f"{name}: {why}")
+    def bad(name: str, why: str | None) -> None:
+        if why is not None:  # the one message format (thetalker.util.checks)
+            raise OptionsError(field_message("option", name, why))
 
     from thetalker.api.auth import ApiKeyError, api_key_from_env
 
@@ -108,12 +110,10 @@ def validate_options(opts: BenchOptions) -> None:
         api_key_from_env(opts.api_key_env)
     except ApiKeyError as exc:
         bad("api_key_env", str(exc))
-    if opts.concurrency < 1:
-        bad("concurrency", f"must be at least 1 (got {opts.concurrency})")
-    if opts.requests < 1:
-        bad("requests", f"must be at least 1 (got {opts.requests})")
-    if opts.warmup < 0:
-        bad("warmup", f"must be 0 or more (got {opts.warmup})")
+    # The ranges a job's fields have too (thetalker.pipeline.job), written once.
+    bad("concurrency", at_least(opts.concurrency, 1))
+    bad("requests", at_least(opts.requests, 1))
+    bad("warmup", at_least(opts.warmup, 0))
     if not isinstance(opts.workers, int) or opts.workers < 1:
         bad("workers", f"must be a positive integer (got {opts.workers!r})")
     if opts.save_audio_count is not None:
@@ -121,8 +121,8 @@ def validate_options(opts: BenchOptions) -> None:
             bad("save_audio_count", f"must be 0 or more (got {opts.save_audio_count!r})")
         if opts.save_audio_dir is None:
             bad("save_audio_count", "needs save_audio_dir")
-    if opts.request_rate is not None and not opts.request_rate > 0:
-        bad("request_rate", f"must be > 0 (got {opts.request_rate})")
+    if opts.request_rate is not None:
+        bad("request_rate", positive_rate(opts.request_rate))
     if opts.max_in_flight is not None:
         if not isinstance(opts.max_in_flight, int) or opts.max_in_flight < 1:
             bad("max_in_flight", f"must be a positive integer (got {opts.max_in_flight!r})")
@@ -130,8 +130,7 @@ def validate_options(opts: BenchOptions) -> None:
             bad("max_in_flight", "caps the open loop only: needs request_rate")
         if opts.workers > 1:
             bad("max_in_flight", "needs one worker (one count of requests in flight)")
-    if not opts.timeout_s > 0:
-        bad("timeout_s", f"must be > 0 (got {opts.timeout_s})")
+    bad("timeout_s", finite_seconds(opts.timeout_s))
     if opts.task_type not in TASK_TYPES:
         bad("task_type", f"{opts.task_type!r} is not one of {', '.join(TASK_TYPES)}")
     if opts.stream_format not in STREAM_FORMATS:
@@ -150,8 +149,7 @@ def validate_options(opts: BenchOptions) -> None:
         )
     if not (math.isfinite(opts.threshold_s) and opts.threshold_s > 0):
         bad("threshold_s", f"must be a finite number of seconds > 0 (got {opts.threshold_s})")
-    if not 0 <= opts.max_error_rate <= 1:
-        bad("max_error_rate", f"must be within 0..1 (got {opts.max_error_rate})")
+    bad("max_error_rate", fraction(opts.max_error_rate))
     if opts.task_type == "Base" and not (opts.ref_audio or opts.voice):
         bad("task_type", "Base needs ref_audio (with ref_text) or voice")
     if opts.task_type == "VoiceDesign" and not opts.instructions:
@@ -229,7 +227,7 @@ PROTOCOLS = ("http", "websocket")
 SPLIT_GRANULARITIES = ("none", "sentence", "clause")
 
 
-def _validate_agent(opts: BenchOptions, bad: Callable[[str, str], None]) -> None:
+def _validate_agent(opts: BenchOptions, bad: Callable[[str, str | None], None]) -> None:
     """The agent mode's options (thetalker.client.websocket)."""
     from thetalker.client.pacing import TEXT_PACE_UNITS, TraceError, load_trace
 

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
+from thetalker.data import layout
+
 __all__ = [
     "DEFAULT_INTERVAL_S",
     "Progress",
@@ -49,7 +51,9 @@ ProgressReporter = Callable[[Progress], None]
 
 
 def point_label(concurrency: int, request_rate: float | None) -> str:
-    return f"{request_rate:g} req/s" if request_rate is not None else f"c{concurrency}"
+    if request_rate is not None:
+        return f"{request_rate:g} req/s"
+    return layout.concurrency_label(concurrency)
 
 
 @dataclass

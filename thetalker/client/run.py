@@ -37,11 +37,12 @@ from thetalker.client.schedule import arrival_offsets, closed_loop, dispatch, ne
 from thetalker.client.sender import Sender, open_session
 from thetalker.client.sinks import open_sink
 from thetalker.client.summary import point_summary
-from thetalker.client.websocket import WsSender
 from thetalker.client.workers import run_workers
+from thetalker.client.ws_sender import WsSender
 from thetalker.data.prompts import Prompt, ordered_prompts
 from thetalker.data.records import write_json
 from thetalker.data.wavio import wav_data_uri
+from thetalker.util.checks import field_message
 from thetalker.util.fdlimit import FdLimitError, ensure_fd_limit
 
 __all__ = ["ScoredWindow", "arun_benchmark", "run_benchmark"]
@@ -72,12 +73,14 @@ async def arun_benchmark(
     try:  # a descriptor per stream, or refused before anything is sent (thetalker.util.fdlimit)
         ensure_fd_limit(opts.concurrency)
     except FdLimitError as exc:
-        raise OptionsError(f"concurrency: {exc}") from None
+        raise OptionsError(field_message("option", "concurrency", str(exc))) from None
     if not prompts:
-        raise OptionsError("prompts: no prompts given")
+        raise OptionsError(field_message("option", "prompts", "no prompts given"))
     interval_s = getattr(progress, "interval_s", DEFAULT_INTERVAL_S)
     if not interval_s > 0:
-        raise OptionsError(f"progress: interval_s must be > 0 (got {interval_s})")
+        raise OptionsError(
+            field_message("option", "progress", f"interval_s must be > 0 (got {interval_s})")
+        )
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     base_url = normalize_base_url(opts.base_url)

@@ -48,11 +48,11 @@ class InFlight:
     still waiting for the connection pool, or for a connection being opened, is not (issue
     25: counted before the pool handed one out, a pool of 2 read as 8 in flight)."""
 
-    _sink: RecordSink
-    _on_done: Callable[[Any], None] | None
     _exchange_type: Callable[..., Any]  # (request_index, prompt, warmup, scheduled) -> exchange
 
-    def __init__(self) -> None:
+    def __init__(self, sink: RecordSink, on_done: Callable[[Any], None] | None) -> None:
+        self._sink = sink  # every exchange reaches it, finished or cancelled
+        self._on_done = on_done
         self.in_flight = 0
         self.max_in_flight = 0
 
@@ -115,9 +115,7 @@ class Sender(InFlight):
         self._sse = opts.stream_format == "sse"
         self._rate_header = backends.get(opts.server).sample_rate_header
         self._encoder = encoder
-        self._sink = sink
-        self._on_done = on_done
-        super().__init__()
+        super().__init__(sink, on_done)
 
     async def __call__(self, item: Item, scheduled: float | None) -> None:
         index, prompt, warmup = item

@@ -21,21 +21,17 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import aiohttp
 
 from thetalker import backends
 from thetalker.api.speech import normalize_base_url
-from thetalker.client.context import RecordSink
 from thetalker.client.options import BenchOptions
 from thetalker.client.pacing import load_trace, piece_offsets, text_pieces, words_per_s
 from thetalker.client.receive import _describe
-from thetalker.client.schedule import Item
-from thetalker.client.sender import InFlight
 from thetalker.data.prompts import Prompt
 
 __all__ = [
@@ -45,7 +41,6 @@ __all__ = [
     "session_config",
     "TextPlan",
     "run_session",
-    "WsSender",
 ]
 
 STREAM_PATH = "/v1/audio/speech/stream"
@@ -166,10 +161,17 @@ async def _send_text(
         return  # the server closed the socket: the receive loop records how
 
 
-async def _receive_frames(ws: aiohttp.ClientWebSocketResponse, ex: WsExchange) -> None:
-    """Stamp every frame and event until `session.done` or the socket closes."""
+async def _receive_frames(
+    ws: aiohttp.ClientWebSocketResponse,
+    ex: WsExchange,
+    done: str = "session.done",
+    on_done: Callable[[WsExchange, str], None] | None = None,
+) -> None:
+    """Stamp every frame and event until `done` (the protocol's last event; `on_done` reads
+    it) or the socket closes. Nari's socket (thetalker.client.nari_socket) uses it too."""
     times, frames, events = ex.times, ex.pieces, ex.events
     binary, text = aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT
+    marker = f'"{done}"'
     while True:
         msg = await ws.receive()
         t = time.perf_counter()
@@ -178,18 +180,20 @@ async def _receive_frames(ws: aiohttp.ClientWebSocketResponse, ex: WsExchange) -
             frames.append(msg.data)
         elif msg.type == text:
             events.append((t, msg.data, len(frames)))
-            if '"session.done"' in msg.data or '"error"' in msg.data:
+            if marker in msg.data or '"error"' in msg.data:
                 kind = _event_type(msg.data)
-                if kind == "session.done":
+                if kind == done:
                     ex.session_done = True
                     ex.t_end = t  # the session's end; closing the socket is not timed
+                    if on_done is not None:
+                        on_done(ex, msg.data)
                     return
                 if kind == "error" and ex.failure is None:
                     ex.failure = ("ws_error", _event_message(msg.data))
-        else:  # CLOSE, CLOSING, CLOSED, ERROR: the socket is gone before session.done
+        else:  # CLOSE, CLOSING, CLOSED, ERROR: the socket is gone before `done`
             ex.close_code = ws.close_code
             if ex.failure is None:
-                ex.failure = ("closed_early", _closed_message(ws, msg))
+                ex.failure = ("closed_early", _closed_message(ws, msg, done))
             return
 
 
@@ -227,6 +231,55 @@ def _closed_message(
     return f"the server closed the socket before {done} (close code {code})"
 
 
+def connect(
+    session: aiohttp.ClientSession, url: str, max_msg_size: int, protocols: Sequence[str] = ()
+) -> Any:
+    """The socket of one agent session (pings answered, a bounded close)."""
+    return session.ws_connect(
+        url,
+        protocols=tuple(protocols),
+        max_msg_size=max_msg_size,
+        autoping=True,
+        timeout=aiohttp.ClientWSTimeout(ws_close=_CLOSE_TIMEOUT_S),
+    )
+
+
+@dataclass
+class _Running:
+    sender: asyncio.Task[None] | None = None  # the text's task, stopped when the session ends
+
+
+@contextlib.asynccontextmanager
+async def agent_session(
+    ex: WsExchange, timeout_s: float, done: str, timeout_wins: bool
+) -> AsyncIterator[_Running]:
+    """One agent session's bounds, for every socket: at most `timeout_s`, its failures
+    recorded (a refused handshake, no `done` in time, a lost connection), the end stamped
+    and the text's task stopped; never raises except CancelledError. `timeout_wins`: a
+    timeout replaces a failure recorded before it."""
+    running = _Running()
+    try:
+        async with asyncio.timeout(timeout_s):
+            yield running
+    except aiohttp.WSServerHandshakeError as exc:
+        ex.status = exc.status
+        ex.failure = ("http_status", f"the WebSocket handshake was refused: HTTP {exc.status}")
+    except TimeoutError:
+        timeout = ("timeout", f"no {done} within {timeout_s:g} s")
+        ex.failure = timeout if timeout_wins else (ex.failure or timeout)
+    except (aiohttp.ClientError, OSError) as exc:
+        kind = "connection" if ex.t_open is None else "closed_early"
+        ex.failure = ex.failure or (kind, _describe(exc))
+    finally:
+        if ex.t_end is None:
+            ex.t_end = time.perf_counter()
+        sender = running.sender
+        if sender is not None and not sender.done():
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender
+
+
 async def run_session(
     session: aiohttp.ClientSession,
     url: str,
@@ -241,107 +294,17 @@ async def run_session(
     never raises except CancelledError. `on_open` is called when the handshake is done."""
     ex.t_send = time.perf_counter()
     config_text = json.dumps(config)
-    sender: asyncio.Task[None] | None = None
-    try:
-        async with asyncio.timeout(timeout_s):
-            async with session.ws_connect(
-                url,
-                max_msg_size=MAX_FRAME_BYTES,
-                autoping=True,
-                timeout=aiohttp.ClientWSTimeout(ws_close=_CLOSE_TIMEOUT_S),
-            ) as ws:
-                ex.t_open = time.perf_counter()
-                ex.status = 101
-                if on_open is not None:
-                    on_open()
-                await ws.send_str(config_text)
-                sender = asyncio.create_task(_send_text(ws, pieces, offsets, ex))
-                await _receive_frames(ws, ex)
-                if ex.session_done:
-                    with contextlib.suppress(ConnectionError, aiohttp.ClientError):
-                        await ws.send_str(_SESSION_CLOSE)
-    except aiohttp.WSServerHandshakeError as exc:
-        ex.status = exc.status
-        ex.failure = ("http_status", f"the WebSocket handshake was refused: HTTP {exc.status}")
-    except TimeoutError:
-        ex.failure = ("timeout", f"no session.done within {timeout_s:g} s")
-    except (aiohttp.ClientError, OSError) as exc:
-        kind = "connection" if ex.t_open is None else "closed_early"
-        ex.failure = ex.failure or (kind, _describe(exc))
-    finally:
-        if ex.t_end is None:
-            ex.t_end = time.perf_counter()
-        if sender is not None and not sender.done():
-            sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sender
-
-
-SessionRunner = Callable[
-    [
-        aiohttp.ClientSession,
-        str,
-        dict[str, Any],
-        Sequence[str],
-        Sequence[float],
-        float,
-        WsExchange,
-        Callable[[], None] | None,  # on_open: called when the handshake is done
-    ],
-    Awaitable[None],
-]
-
-
-def session_runner(protocol: str) -> SessionRunner:
-    """The client side of an agent protocol (thetalker.backends.AgentProtocol.name)."""
-    if protocol == "vllm-omni.stream":
-        return run_session
-    if protocol == "nari.speech.v1":
-        from thetalker.client.nari_socket import run_nari_session
-
-        return run_nari_session
-    raise ValueError(f"no client for the agent protocol {protocol!r}")
-
-
-class WsSender(InFlight):
-    """`await sender(item, scheduled)` runs one session; the same interface as the HTTP
-    path's `Sender`, so both schedules (closed and open loop) and the workers use it."""
-
-    _exchange_type = WsExchange
-
-    def __init__(
-        self,
-        session: aiohttp.ClientSession,
-        opts: BenchOptions,
-        ref_uri: str | None,
-        sink: RecordSink,
-        on_done: Callable[[Any], None] | None = None,
-        plan: TextPlan | None = None,
-    ) -> None:
-        agent = backends.get(opts.server).agent
-        if agent is None:
-            raise ValueError(f"server {opts.server} has no agent-mode socket")
-        self._session = session
-        self._url = stream_url(opts.base_url, agent.path)
-        self._config = agent.start(opts, ref_uri)
-        self._per_request = agent.per_request
-        self._opts = opts
-        self._run = session_runner(agent.name)
-        self._timeout_s = opts.timeout_s
-        self._plan = plan or TextPlan.for_run(opts)
-        self._sink = sink
-        self._on_done = on_done
-        super().__init__()
-
-    async def __call__(self, item: Item, scheduled: float | None) -> None:
-        index, prompt, warmup = item
-        ex = WsExchange(index, prompt, warmup, scheduled)
-        pieces, offsets = self._plan.pieces(prompt.text, index)
-        config = self._config
-        if self._per_request is not None:  # e.g. Nari's seed: no two requests alike
-            config = {**config, **self._per_request(self._opts, index)}
-        on_open = partial(self._on_wire, ex)  # in flight from the handshake's end
-        session = self._run(
-            self._session, self._url, config, pieces, offsets, self._timeout_s, ex, on_open
-        )
-        await self._track(ex, session, "session")
+    async with (
+        agent_session(ex, timeout_s, "session.done", timeout_wins=True) as running,
+        connect(session, url, MAX_FRAME_BYTES) as ws,
+    ):
+        ex.t_open = time.perf_counter()
+        ex.status = 101
+        if on_open is not None:
+            on_open()
+        await ws.send_str(config_text)
+        running.sender = asyncio.create_task(_send_text(ws, pieces, offsets, ex))
+        await _receive_frames(ws, ex)
+        if ex.session_done:
+            with contextlib.suppress(ConnectionError, aiohttp.ClientError):
+                await ws.send_str(_SESSION_CLOSE)

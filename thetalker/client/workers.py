@@ -26,7 +26,7 @@ from thetalker.client.receive import _describe
 from thetalker.client.schedule import Item, arrival_offsets, dispatch, new_event_loop
 from thetalker.client.sender import Sender, open_session
 from thetalker.client.sinks import RecordSink, ThreadSink
-from thetalker.client.websocket import WsSender
+from thetalker.client.ws_sender import WsSender
 
 __all__ = ["Share", "WorkerPlan", "split_items", "max_overlap", "run_workers"]
 

@@ -14,12 +14,13 @@ import json
 import math
 import os
 import sys
-import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from thetalker.data.record_checks import fields_problem
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -159,75 +160,15 @@ _FIELD_TYPES: dict[str, Any] = typing.get_type_hints(Record)
 MAX_REQUEST_INDEX = 10**7
 
 
-def _type_problem(value: Any, hint: Any) -> str | None:
-    """Why `value` is not of the declared type `hint` (None when it is). Strict: a bool is
-    not an int, a string is not a bool, a float must be finite."""
-    origin = typing.get_origin(hint)
-    if hint is Any:
-        return None
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(hint)
-        if value is None and type(None) in options:
-            return None
-        problems = [_type_problem(value, o) for o in options if o is not type(None)]
-        return None if None in problems else problems[0]
-    if hint is type(None):
-        return None if value is None else "expected null"
-    if hint is bool:
-        return None if isinstance(value, bool) else f"expected true or false, got {value!r:.40}"
-    if hint is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        return None if ok else f"expected an integer, got {value!r:.40}"
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return f"expected a number, got {value!r:.40}"
-        return None if math.isfinite(value) else f"not a finite number ({value!r})"
-    if hint is str:
-        return None if isinstance(value, str) else f"expected a string, got {value!r:.40}"
-    if origin is list:
-        if not isinstance(value, list):
-            return f"expected a list, got {value!r:.40}"
-        (item,) = typing.get_args(hint) or (Any,)
-        for i, v in enumerate(value):
-            problem = _type_problem(v, item)
-            if problem is not None:
-                return f"item {i}: {problem}"
-        return None
-    if origin is dict or hint is dict:
-        if not isinstance(value, dict):
-            return f"expected an object, got {value!r:.40}"
-        return _nonfinite_inside(value)
-    return None
-
-
-def _nonfinite_inside(value: Any) -> str | None:
-    """A non-finite float anywhere inside a free-form value (an error, a server event)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"holds a non-finite number ({value!r})"
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, list):
-        for v in value:
-            problem = _nonfinite_inside(v)
-            if problem is not None:
-                return problem
-    return None
-
-
 def check_record(record: Any) -> str | None:
     """Why a parsed line is not a record of the declared schema (None when it is): an
     object with every required field, each declared field of its declared type, the
     request index in 0..MAX_REQUEST_INDEX. Undeclared fields pass (a newer writer's)."""
     if not isinstance(record, dict):
         return "a record must be a JSON object"
-    missing = [f for f in RECORD_FIELDS if f not in record]
-    if missing:
-        return f"record lacks field(s) {', '.join(missing)}"
-    for name, hint in _FIELD_TYPES.items():
-        if name in record:
-            problem = _type_problem(record[name], hint)
-            if problem is not None:
-                return f"field {name}: {problem}"
+    problem = fields_problem(record, _FIELD_TYPES, RECORD_FIELDS, "record")
+    if problem is not None:
+        return problem
     index = record["request_index"]
     if not 0 <= index <= MAX_REQUEST_INDEX:
         return f"field request_index: {index} outside 0..{MAX_REQUEST_INDEX}"

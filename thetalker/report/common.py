@@ -15,8 +15,10 @@ from typing import Any
 
 import pandas as pd
 
+from thetalker.data import layout
 from thetalker.metrics import point_cost
 from thetalker.report.output import write_output  # whole or not at all, named
+from thetalker.report.settings import add_settings_argument
 
 __all__ = [
     "point_cost_at",
@@ -66,7 +68,7 @@ def load_points(path: str | Path) -> pd.DataFrame:
     points["system"] = points["system"].astype(str)
     points["model"] = points["model"].astype(str)
     if "point" not in points.columns:  # a points.csv of closed-loop points only
-        points["point"] = [f"c{int(c)}" for c in points["concurrency"]]
+        points["point"] = [layout.concurrency_label(c) for c in points["concurrency"]]
     return points
 
 
@@ -86,7 +88,7 @@ def point_at(points: pd.DataFrame, model: str, system: str, point: str) -> dict 
 
 def point_summary(points: pd.DataFrame, model: str, system: str, concurrency: int) -> dict | None:
     """One closed-loop point's row as a dict (NaN as None), or None when it was not run."""
-    return point_at(points, model, system, f"c{int(concurrency)}")
+    return point_at(points, model, system, layout.concurrency_label(concurrency))
 
 
 def point_value(
@@ -98,10 +100,7 @@ def point_value(
 
 def point_labels(points: pd.DataFrame) -> list[str]:
     """Every point label: closed-loop by concurrency, then open-loop by rate."""
-    labels = set(points["point"])
-    closed = sorted((lab for lab in labels if lab.startswith("c")), key=lambda s: int(s[1:]))
-    opened = sorted((lab for lab in labels if lab.startswith("r")), key=lambda s: float(s[1:]))
-    return closed + opened
+    return layout.sort_point_labels(points["point"])
 
 
 def concurrency_levels(points: pd.DataFrame) -> list[int]:
@@ -114,22 +113,22 @@ def thresholds_of(points: pd.DataFrame) -> list[float]:
     return sorted(float(m.group(1)) for m in found if m)
 
 
-def fmt_pm(value: float | None, low: float | None, high: float | None, digits: int) -> str:
-    """`v ± h` (half the interval), `v` alone when there is no interval, n/a when no value."""
+def _fmt(value: float | None, interval: str | None, digits: int) -> str:
     if value is None:
         return MISSING
-    if low is None or high is None:
-        return f"{value:.{digits}f}"
-    return f"{value:.{digits}f} ± {(high - low) / 2:.{digits}f}"
+    return f"{value:.{digits}f}" + (f" {interval}" if interval else "")
+
+
+def fmt_pm(value: float | None, low: float | None, high: float | None, digits: int) -> str:
+    """`v ± h` (half the interval), `v` alone when there is no interval, n/a when no value."""
+    known = low is not None and high is not None
+    return _fmt(value, f"± {(high - low) / 2:.{digits}f}" if known else None, digits)  # type: ignore[operator]
 
 
 def fmt_range(value: float | None, low: float | None, high: float | None, digits: int) -> str:
     """`v [l, h]`, for intervals that are not symmetric (Wilson)."""
-    if value is None:
-        return MISSING
-    if low is None or high is None:
-        return f"{value:.{digits}f}"
-    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+    known = low is not None and high is not None
+    return _fmt(value, f"[{low:.{digits}f}, {high:.{digits}f}]" if known else None, digits)
 
 
 def failed_mark(summary: Mapping[str, Any] | None) -> str:
@@ -195,14 +194,11 @@ def write_table(path: Path, text: str, rows: Sequence[Row]) -> Path:
 
 
 def add_point_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """What every report over points.csv reads: the file, the rows and the service level."""
+    """What every report over points.csv reads: the file, and the report settings (the rows,
+    the headline point, the price, the service level: thetalker.report.settings), each
+    setting an attribute of the parsed arguments (args.models, args.headline, ...)."""
     parser.add_argument("--points", required=True, type=Path)
-    parser.add_argument("--models", required=True, nargs="+")
-    parser.add_argument("--systems", required=True, nargs="+")
-    parser.add_argument("--headline", required=True, type=int, help="headline concurrency")
-    parser.add_argument("--gpu-hour-usd", type=float, default=2.99)
-    parser.add_argument("--min-continuity-pct", type=float, default=95.0)
-    return parser
+    return add_settings_argument(parser)
 
 
 def report_parser(prog: str, description: str | None, suffix: str) -> argparse.ArgumentParser:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ReportWriteError", "write_output"]
+__all__ = ["ReportWriteError", "write_output", "exit_status"]
 
 
 class ReportWriteError(OSError):
@@ -46,3 +47,14 @@ def write_output(path: str | os.PathLike[str], write: Callable[[Path], Any]) -> 
 def _discard(tmp: Path) -> None:
     with contextlib.suppress(OSError):
         tmp.unlink(missing_ok=True)
+
+
+def exit_status(write: Callable[[], Any]) -> int:
+    """A report module's exit status: 0 once `write()` wrote its files, 1 after one line
+    on stderr naming the file it could not write."""
+    try:
+        write()
+    except ReportWriteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0

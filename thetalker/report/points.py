@@ -3,8 +3,9 @@ records alone.
 
 Each row is `thetalker.metrics.summarize_point` and `thetalker.metrics.point_intervals`
 over the records of one point, so the tables rebuild with no server and no summary.json.
-The layout names the point: `.../runs/{system}/{model}/{point}/records.jsonl`, where
-`{point}` is `c{N}` (closed loop, N streams) or `r{R}` (open loop, R requests per second).
+The layout (thetalker.data.layout) names the point:
+`.../runs/{system}/{model}/{point}/records.jsonl`, where `{point}` is `c{N}` (closed loop,
+N streams) or `r{R}` (open loop, R requests per second).
 A point run several times (`repeats`) keeps each round in `.../{point}/round{k}/records.jsonl`;
 its row pools the rounds' requests for counts, continuity and percentiles, and takes
 `rtfx`, `chars_per_s` and `window_s` as the mean over the rounds (each round has its own
@@ -28,13 +29,19 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from thetalker.data.layout import (
+    PointLocation,
+    PointPathError,
+    point_key,
+    point_label,
+    point_location,
+)
+from thetalker.data.manifest import ManifestError, read_search_manifest
 from thetalker.data.records import RecordError, read_json, read_rounds
 from thetalker.metrics import (
     CONTINUITY_THRESHOLDS_S,
@@ -60,64 +67,6 @@ __all__ = [
 ]
 
 POINT_KEYS = ("system", "model", "concurrency")
-_POINT_DIR = re.compile(r"^(?:c(\d+)|r(\d+(?:\.\d+)?))$")
-_ROUND_DIR = re.compile(r"^round(\d+)$")
-
-
-class PointPathError(ValueError):
-    """A records path outside the runs/{system}/{model}/{point}/ layout."""
-
-
-@dataclass(frozen=True)
-class PointLocation:
-    """Where a records.jsonl sits: its (system, model, point) and round (1 when none)."""
-
-    system: str
-    model: str
-    point: str
-    concurrency: int | None
-    request_rate: float | None
-    round: int = 1
-    search: bool = False  # a point the capacity search added (under search/)
-
-
-def point_label(concurrency: int | None = None, request_rate: float | None = None) -> str:
-    """`c{N}` or `r{R}` (R printed with %g, so 2.0 is `r2`)."""
-    return f"c{int(concurrency)}" if concurrency is not None else f"r{float(request_rate):g}"
-
-
-def point_location(records_path: str | Path) -> PointLocation:
-    path = Path(records_path)
-    parent = path.parent
-    round_match = _ROUND_DIR.match(parent.name)
-    if round_match:
-        parent = parent.parent
-    match = _POINT_DIR.match(parent.name)
-    search = parent.parent.name == "search" and len(parent.parts) >= 4
-    run = parent.parent.parent if search else parent.parent
-    if not match or len(parent.parts) < 3:
-        raise PointPathError(
-            f"{path}: expected .../{{system}}/{{model}}/{{c<N>|r<R>}}[/round<k>]/records.jsonl"
-        )
-    concurrency = int(match.group(1)) if match.group(1) else None
-    rate = float(match.group(2)) if match.group(2) else None
-    return PointLocation(
-        system=run.parent.name,
-        model=run.name,
-        point=point_label(concurrency, rate),
-        concurrency=concurrency,
-        request_rate=rate,
-        round=int(round_match.group(1)) if round_match else 1,
-        search=search,
-    )
-
-
-def point_key(records_path: str | Path) -> tuple[str, str, int]:
-    """(system, model, concurrency) of `.../{system}/{model}/c{N}/records.jsonl`."""
-    where = point_location(records_path)
-    if where.concurrency is None:
-        raise PointPathError(f"{records_path}: expected .../{{system}}/{{model}}/c{{N}}/...")
-    return where.system, where.model, where.concurrency
 
 
 def threshold_column(threshold_s: float) -> str:
@@ -209,9 +158,7 @@ def _stock_contaminated(paths: Sequence[str | Path]) -> bool | None:
 
 def search_records(manifests: Iterable[str | Path]) -> list[str]:
     """The records files of every search point the manifests (search.json) list."""
-    return [
-        path for m in manifests for point in read_json(m)["points"] for path in point["records"]
-    ]
+    return [path for m in manifests for path in read_search_manifest(m).records()]
 
 
 def _group_rounds(paths: Iterable[str | Path]) -> list[list[Path]]:
@@ -280,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         paths = [*args.records, *search_records(args.search_manifests)]
         rows = points_rows(paths, args.continuity_thresholds_s, args.allow_incomplete)
-    except (RecordError, PointPathError, OSError) as exc:
+    except (RecordError, ManifestError, PointPathError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     write_points(rows, args.out)

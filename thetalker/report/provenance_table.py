@@ -13,30 +13,21 @@ or from its path ``.../{system}/{model}/c{N}/provenance.json`` when the file lac
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from thetalker.data import layout
 from thetalker.data.records import RecordError, read_json
 from thetalker.pipeline.provenance import PROVENANCE_SCHEMA
 
 __all__ = ["HEADER", "MISSING", "ProvenanceError", "provenance_row", "provenance_table", "main"]
 
-HEADER = (
-    "system",
-    "model",
-    "concurrency",
-    "commit",
-    "deploy sha256",
-    "server version",
-    "GPU",
-    "date (UTC)",
-)
+HEADER = ("system", "model", "concurrency", "commit", "deploy sha256", "server version")
+HEADER += ("GPU", "date (UTC)")
 MISSING = "n/a"
 _SHORT_SHA = 12
-_POINT_DIR = re.compile(r"^c(\d+)$")
 
 
 class ProvenanceError(ValueError):
@@ -51,11 +42,12 @@ def _cell(value: Any) -> str:
 
 
 def _from_path(path: Path) -> dict[str, Any]:
-    """system, model and concurrency out of ``.../{system}/{model}/c{N}/provenance.json``."""
-    parts = path.parts
-    if len(parts) >= 4 and (match := _POINT_DIR.match(parts[-2])):
-        return {"system": parts[-4], "model": parts[-3], "concurrency": int(match.group(1))}
-    return {}
+    """system, model and concurrency out of a point's path (thetalker.data.layout)."""
+    try:
+        where = layout.point_location(path)
+    except layout.PointPathError:
+        return {}
+    return {"system": where.system, "model": where.model, "concurrency": where.concurrency}
 
 
 def _hardware(hardware: Mapping[str, Any] | None) -> str | None:

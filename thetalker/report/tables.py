@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from thetalker.data import layout
 from thetalker.data.records import RecordError, read_rounds
 from thetalker.metrics import Interval, rtfx_ratio_interval
 from thetalker.report.common import (
@@ -48,7 +49,7 @@ from thetalker.report.common import (
     thresholds_of,
     write_table,
 )
-from thetalker.report.output import ReportWriteError, write_output
+from thetalker.report.output import exit_status, write_output
 from thetalker.report.points import threshold_column
 
 __all__ = [
@@ -117,7 +118,7 @@ def throughput_rows(
 ) -> list[Row]:
     """One row per model: each system's RTFx with its interval and failures, and the ratio."""
     num, den = ratio
-    point = f"c{int(headline)}"
+    point = layout.concurrency_label(headline)
     rows = []
     for model in models:
         row: Row = {"model": model}
@@ -148,7 +149,7 @@ def throughput_table(
 ) -> str:
     num, den = ratio
     header = ["model", *systems, f"{num} / {den}"]
-    point = f"c{int(headline)}"
+    point = layout.concurrency_label(headline)
     rows = []
     for model in models:
         cells = []
@@ -423,9 +424,7 @@ def cost_table(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = report_parser("python -m thetalker.report.tables", __doc__, ".md")
-    parser.add_argument("--ratio", required=True, nargs=2, metavar=("NUMERATOR", "DENOMINATOR"))
-    return parser
+    return report_parser("python -m thetalker.report.tables", __doc__, ".md")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -445,7 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         (args.ttfa, ttfa_table(points, m, s), ttfa_rows(points, m, s)),
         (args.cost, cost_table(points, m, s, *cost_args), cost_rows(points, m, s, *cost_args)),
     ]
-    try:
+
+    def write() -> None:
         for path, text, rows in tables:
             csv_path = write_table(path, text, rows)
             print(f"wrote {path} and {csv_path}")
@@ -454,10 +454,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             frame = pd.DataFrame(continuity_threshold_rows(points, m, s))
             write_output(extra, lambda tmp: frame.to_csv(tmp, index=False))
             print(f"wrote {extra}")
-    except ReportWriteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+
+    return exit_status(write)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,87 @@
+"""Read-time checks of a parsed JSON object against declared field types.
+
+thetalker.data.records checks every record line it reads with these (`check_record`): a
+value is of its field's declared type or refused with why, strictly (a bool is no int, a
+string is no bool, a float is finite), so no reader reinterprets a value it was given.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["type_problem", "nonfinite_inside", "fields_problem"]
+
+
+def fields_problem(
+    obj: Mapping[str, Any], field_types: Mapping[str, Any], required: Sequence[str], what: str
+) -> str | None:
+    """Why `obj` lacks a `required` field or holds a declared field of another type (None
+    when neither); `what` names the object in the message ("record lacks field(s) ...")."""
+    missing = [f for f in required if f not in obj]
+    if missing:
+        return f"{what} lacks field(s) {', '.join(missing)}"
+    for name, hint in field_types.items():
+        if name in obj:
+            problem = type_problem(obj[name], hint)
+            if problem is not None:
+                return f"field {name}: {problem}"
+    return None
+
+
+def type_problem(value: Any, hint: Any) -> str | None:
+    """Why `value` is not of the declared type `hint` (None when it is). Strict: a bool is
+    not an int, a string is not a bool, a float must be finite."""
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return None
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        problems = [type_problem(value, o) for o in options if o is not type(None)]
+        return None if None in problems else problems[0]
+    if hint is type(None):
+        return None if value is None else "expected null"
+    if hint is bool:
+        return None if isinstance(value, bool) else f"expected true or false, got {value!r:.40}"
+    if hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return None if ok else f"expected an integer, got {value!r:.40}"
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"expected a number, got {value!r:.40}"
+        return None if math.isfinite(value) else f"not a finite number ({value!r})"
+    if hint is str:
+        return None if isinstance(value, str) else f"expected a string, got {value!r:.40}"
+    if origin is list:
+        if not isinstance(value, list):
+            return f"expected a list, got {value!r:.40}"
+        (item,) = typing.get_args(hint) or (Any,)
+        for i, v in enumerate(value):
+            problem = type_problem(v, item)
+            if problem is not None:
+                return f"item {i}: {problem}"
+        return None
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            return f"expected an object, got {value!r:.40}"
+        return nonfinite_inside(value)
+    return None
+
+
+def nonfinite_inside(value: Any) -> str | None:
+    """A non-finite float anywhere inside a free-form value (an error, a server event)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"holds a non-finite number ({value!r})"
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        for v in value:
+            problem = nonfinite_inside(v)
+            if problem is not None:
+                return problem
+    return None
