@@ -82,7 +82,7 @@ def capacity_wer_inputs():
     return expand(f"{POINT}/wer.json", model=MODELS, system=SYSTEMS, n=CONCURRENCY)
 
 
-def every_point(filename):
+def every_point(filename, points=POINTS):
     """One file of every speed point (and round) on the grid, in config order: models, then
     systems, then points. The search points are in the manifests (every_search_manifest).
     """
@@ -93,10 +93,14 @@ def every_point(filename):
             f"{RUN}/{{point}}/{{round}}{filename}",
             model=model,
             system=system,
-            point=POINTS,
+            point=points,
             round=ROUNDS,
         )
     ]
+
+
+# WER under load is per concurrency point (transcribe_point): the closed-loop grid only.
+CLOSED_POINTS = [layout.concurrency_label(c) for c in CONCURRENCY]
 
 
 def every_search_manifest():

@@ -142,7 +142,7 @@ rule wer_report:
 
 rule wer_load_report:
     input:
-        every_point("wer.json"),
+        every_point("wer.json", CLOSED_POINTS),
     output:
         table=report(
             "results/tables/wer_load.md",

@@ -184,7 +184,9 @@ def smk_offline(workdir: Path, *args: str, timeout: float = 600) -> subprocess.C
 def tiny_quality_config() -> dict:
     """config/config.yaml (its quality section included) with the smallest counts."""
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    # No request-rate points: a grid of c1 and c2 alone.
     config.update(warmup=1, concurrency=[1, 2], requests={1: 2, 2: 3}, max_error_rate=0.0)
+    config.update(request_rates=[])
     config["quality"].update(requests=4, n_resamples=2000)
     return config
 
