@@ -38,6 +38,14 @@ def _cloning(config: dict) -> dict:
     return config
 
 
+def _cloning_server(config: dict) -> dict:
+    """`_cloning` on servers that can clone (the embedded server cannot, and the config check
+    says so before it reads the reference clip)."""
+    for system in config["systems"].values():
+        system.update(launcher="vllm-omni", use_deploy_file=False)
+    return _cloning(config)
+
+
 def _set(path: str, value: object) -> Callable[[dict], dict]:
     def edit(config: dict) -> dict:
         *parents, last = path.split(".")
@@ -88,7 +96,7 @@ CASES = [
     (
         "missing-clip",
         lambda c: _set("reference", {"audio": "none.wav", "text": "reference/ref.txt"})(
-            _cloning(c)
+            _cloning_server(c)
         ),
         "reference",
         "none.wav",
@@ -96,7 +104,7 @@ CASES = [
     (
         "missing-transcript",
         lambda c: _set("reference", {"audio": "reference/ref.wav", "text": "none.txt"})(
-            _cloning(c)
+            _cloning_server(c)
         ),
         "reference",
         "none.txt",
@@ -104,7 +112,7 @@ CASES = [
     (
         "clip-too-short",
         lambda c: _set("reference", {"audio": "short.wav", "text": "reference/ref.txt"})(
-            _cloning(c)
+            _cloning_server(c)
         ),
         "reference.audio",
         "short.wav",
@@ -112,7 +120,7 @@ CASES = [
     (
         "clip-too-long",
         lambda c: _set("reference", {"audio": "long.wav", "text": "reference/ref.txt"})(
-            _cloning(c)
+            _cloning_server(c)
         ),
         "reference.audio",
         "long.wav",
@@ -211,7 +219,7 @@ def test_a_real_run_fails_before_any_server_starts(tmp_path: Path, prompts: str)
     config = tiny_config()
     if prompts == "short.wav":
         config = _set("reference", {"audio": "short.wav", "text": "reference/ref.txt"})(
-            _cloning(config)
+            _cloning_server(config)
         )
     else:
         config["prompts"] = prompts

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from snakemake.utils import validate
 
 from thetalker.data.records import read_records
 from thetalker.metrics import summarize_point
@@ -25,6 +26,7 @@ from thetalker.pipeline.config_checks import service_level_spec
 def test_default_run_reports_the_public_definitions(default_workflow_run: Path) -> None:
     workdir = default_workflow_run
     config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    validate(config, str(workdir / "config" / "schema.yaml"))  # the defaults filled, as the run had
     tables = workdir / "results" / "tables"
     runs = workdir / "results" / "runs"
 
