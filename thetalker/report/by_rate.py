@@ -22,7 +22,6 @@ run; the public table gives nearest-rank p95s, aggregated as the median over see
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,14 +35,14 @@ import pandas as pd  # noqa: E402
 
 from thetalker.report.common import (  # noqa: E402
     MISSING,
-    add_point_arguments,
     load_points_or_report,
     markdown_table,
     point_at,
     point_labels,
-    write_table,
+    save_figure,
+    table_figure_parser,
+    write_table_and_figure,
 )
-from thetalker.report.output import exit_status, write_output  # noqa: E402
 
 __all__ = ["rate_labels", "by_rate_rows", "by_rate_table", "by_rate_figure", "main"]
 
@@ -157,33 +156,21 @@ def by_rate_figure(
     ax.set_title("p95 audible first audio by request rate (-45 dBFS onset)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small")
-    fig.tight_layout()
-    try:  # whole or not at all (thetalker.report.output)
-        write_output(out, lambda tmp: fig.savefig(tmp, dpi=DPI))
-    finally:
-        plt.close(fig)
+    save_figure(fig, out, DPI)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = add_point_arguments(
-        argparse.ArgumentParser(prog="python -m thetalker.report.by_rate", description=__doc__)
-    )
-    parser.add_argument("--table", required=True, type=Path, help="by_rate.md to write")
-    parser.add_argument("--figure", type=Path, help="by_rate.png to write")
+    parser = table_figure_parser("python -m thetalker.report.by_rate", __doc__, "by_rate")
     args = parser.parse_args(argv)
     points = load_points_or_report(args.points)
     if points is None:
         return 1
-    text = by_rate_table(points, args.models, args.systems)
-
-    def write() -> None:
-        csv_path = write_table(args.table, text, by_rate_rows(points, args.models, args.systems))
-        print(f"wrote {args.table} and {csv_path}")
-        if args.figure:
-            by_rate_figure(points, args.models, args.systems, args.figure)
-            print(f"wrote {args.figure}")
-
-    return exit_status(write)
+    return write_table_and_figure(
+        args,
+        by_rate_table(points, args.models, args.systems),
+        by_rate_rows(points, args.models, args.systems),
+        lambda out: by_rate_figure(points, args.models, args.systems, out),
+    )
 
 
 if __name__ == "__main__":

@@ -36,9 +36,10 @@ from thetalker.report.common import (  # noqa: E402
     point_cost_at,
     point_summary,
     report_parser,
+    save_figure,
     thresholds_of,
 )
-from thetalker.report.output import ReportWriteError, write_output  # noqa: E402
+from thetalker.report.output import ReportWriteError  # noqa: E402
 from thetalker.report.points import threshold_column  # noqa: E402
 
 __all__ = [
@@ -58,11 +59,7 @@ DPI = 120
 
 
 def _save(fig: plt.Figure, out: Path) -> None:
-    fig.tight_layout()
-    try:
-        write_output(out, lambda tmp: fig.savefig(tmp, dpi=DPI))
-    finally:
-        plt.close(fig)
+    save_figure(fig, out, DPI)
 
 
 def _yerr(summaries: Sequence[dict | None], column: str) -> tuple[list[float], np.ndarray]:
