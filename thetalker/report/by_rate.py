@@ -37,7 +37,7 @@ from thetalker.report.common import (  # noqa: E402
     MISSING,
     load_points_or_report,
     markdown_table,
-    point_at,
+    measured_points,
     point_labels,
     save_figure,
     table_figure_parser,
@@ -62,31 +62,24 @@ def _ms(value: Any) -> float | None:
 def by_rate_rows(
     points: pd.DataFrame, models: Sequence[str], systems: Sequence[str]
 ) -> list[dict[str, Any]]:
-    rows = []
-    for model in models:
-        for system in systems:
-            for label in rate_labels(points):
-                s = point_at(points, model, system, label)
-                if s is None:
-                    continue
-                rows.append(
-                    {
-                        "model": model,
-                        "system": system,
-                        "request_rate": float(label[1:]),
-                        "ttfa_audible_ms_p95": _ms(s.get("ttfa_audible_s_p95")),
-                        "ttfa_ms_p95": _ms(s.get("ttfa_s_p95")),
-                        "audible_pct": s.get("audible_pct"),
-                        "n_inaudible": s.get("n_inaudible"),
-                        "stall_gate_pct": s.get("stall_gate_pct"),
-                        "n_dropped": s.get("n_dropped"),
-                        "schedule_lag_ms_p95": _ms(s.get("schedule_lag_s_p95")),
-                        "schedule_lag_ms_max": _ms(s.get("schedule_lag_s_max")),
-                        "n_failed": s.get("n_failed"),
-                        "n_scored": s.get("n_scored"),
-                    }
-                )
-    return rows
+    return [
+        {
+            "model": model,
+            "system": system,
+            "request_rate": float(label[1:]),
+            "ttfa_audible_ms_p95": _ms(s.get("ttfa_audible_s_p95")),
+            "ttfa_ms_p95": _ms(s.get("ttfa_s_p95")),
+            "audible_pct": s.get("audible_pct"),
+            "n_inaudible": s.get("n_inaudible"),
+            "stall_gate_pct": s.get("stall_gate_pct"),
+            "n_dropped": s.get("n_dropped"),
+            "schedule_lag_ms_p95": _ms(s.get("schedule_lag_s_p95")),
+            "schedule_lag_ms_max": _ms(s.get("schedule_lag_s_max")),
+            "n_failed": s.get("n_failed"),
+            "n_scored": s.get("n_scored"),
+        }
+        for model, system, label, s in measured_points(points, models, systems, rate_labels(points))
+    ]
 
 
 def _cell(value: Any, digits: int) -> str:

@@ -9,7 +9,7 @@ import argparse
 import math
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,19 @@ def point_at(points: pd.DataFrame, model: str, system: str, point: str) -> dict 
     if rows.empty:
         return None
     return {k: (None if is_nan(v) else v) for k, v in rows.iloc[0].to_dict().items()}
+
+
+def measured_points(
+    points: pd.DataFrame, models: Sequence[str], systems: Sequence[str], labels: Sequence[str]
+) -> Iterator[tuple[str, str, str, dict]]:
+    """(model, system, label, summary) of each of these points that was run, in row order:
+    by model, then system, then label."""
+    for model in models:
+        for system in systems:
+            for label in labels:
+                summary = point_at(points, model, system, label)
+                if summary is not None:
+                    yield model, system, label, summary
 
 
 def point_summary(points: pd.DataFrame, model: str, system: str, concurrency: int) -> dict | None:
