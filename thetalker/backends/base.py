@@ -27,6 +27,8 @@ __all__ = [
     "Launch",
     "SAMPLE_RATE_HEADER",
     "SAMPLE_RATE_WAV_PROBE",
+    "gpu_launch",
+    "optional_flags",
 ]
 
 # The sample rate is read from the header of one non-streamed `wav` request before the warmup.
@@ -129,6 +131,17 @@ class Launch:
     packages: tuple[str, ...] = ()
     # What the startup log states about the engine, kept as provenance (log text -> facts).
     startup_facts: Callable[[str], dict[str, Any]] | None = None
+
+
+def gpu_launch(command: Callable[[Any, int], list[str]], **more: Any) -> Launch:
+    """A GPU server run by its own Python: a GPU in use is refused, its jobs hold a GPU slot
+    (the plan counts their GPU-hours), the probe asks the program's interpreter."""
+    return Launch(command=command, check_gpu=True, gpu=True, probe_python="server", **more)
+
+
+def optional_flags(*pairs: tuple[str, Any]) -> list[str]:
+    """`flag value` for each (flag, value) pair whose value is set (not None), in order."""
+    return [part for flag, value in pairs if value is not None for part in (flag, str(value))]
 
 
 @dataclass(frozen=True)

@@ -8,18 +8,16 @@ import sys
 from typing import Any
 
 from thetalker.backends import vllm_omni
-from thetalker.backends.base import Backend, Launch
+from thetalker.backends.base import Backend, Launch, optional_flags
 
 __all__ = ["BACKEND"]
 
 
 def command(spec: Any, port: int) -> list[str]:
     cmd = [sys.executable, "-m", "thetalker.server", "--host", spec.host, "--port", str(port)]
-    if spec.deploy_config is not None:
-        cmd += ["--deploy-config", str(spec.deploy_config)]
-    if spec.voices_dir is not None:
-        cmd += ["--voices-dir", str(spec.voices_dir)]
-    return cmd
+    return cmd + optional_flags(
+        ("--deploy-config", spec.deploy_config), ("--voices-dir", spec.voices_dir)
+    )
 
 
 BACKEND = Backend(

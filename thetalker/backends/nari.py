@@ -26,7 +26,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from thetalker.backends.base import AgentProtocol, Backend, Body, BodyDialect, Errors, Launch
+from thetalker.backends.base import (
+    AgentProtocol,
+    Backend,
+    Body,
+    BodyDialect,
+    Errors,
+    gpu_launch,
+    optional_flags,
+)
 
 __all__ = ["BACKEND", "PROFILES", "SAMPLE_RATE", "SPEAKERS", "PROGRAM", "request_seed"]
 
@@ -123,22 +131,13 @@ def command(spec: Any, port: int) -> list[str]:
     The lifecycle refuses a spec without a profile: the server would pick `ttfa` silently,
     which nari.md warns against."""
     cmd = [PROGRAM, "--model", spec.model_id, "--host", spec.host, "--port", str(port)]
-    if spec.profile is not None:
-        cmd += ["--profile", str(spec.profile)]
-    return cmd
+    return cmd + optional_flags(("--profile", spec.profile))
 
 
 BACKEND = Backend(
     name="nari",
     summary="Nari Labs' Qwen3-TTS server (nari-qwen3-tts-server --profile ...), strict schema",
-    launch=Launch(
-        command=command,
-        check_gpu=True,
-        gpu=True,
-        probe_python="server",
-        profiles=PROFILES,
-        startup_facts=startup_facts,
-    ),
+    launch=gpu_launch(command, profiles=PROFILES, startup_facts=startup_facts),
     body=BodyDialect(name="nari", build=streamed_body, probe=probe_body, per_request=per_request),
     ready_path="/ready",
     stream_formats=("audio",),

@@ -34,7 +34,8 @@ from thetalker.backends.base import (
     Body,
     BodyDialect,
     Errors,
-    Launch,
+    gpu_launch,
+    optional_flags,
 )
 
 __all__ = ["BACKEND", "PROGRAM", "QUEUE_FULL", "command", "env", "streamed_body"]
@@ -64,9 +65,7 @@ def command(spec: Any, port: int) -> list[str]:
     program = PROGRAM if spec.executable == default else spec.executable
     cmd = [program, "serve", "--model-path", spec.model_id, "--model-name", spec.model_id]
     cmd += ["--host", spec.host, "--port", str(port)]
-    if spec.deploy_config is not None:
-        cmd += ["--config", str(spec.deploy_config)]
-    return cmd
+    return cmd + optional_flags(("--config", spec.deploy_config))
 
 
 def env(_spec: Any, voices_dir: Path | None) -> dict[str, str]:
@@ -83,13 +82,10 @@ AGENT = dataclasses.replace(vllm_omni.AGENT, split_granularities=("sentence", "c
 BACKEND = Backend(
     name="sglang-omni",
     summary="SGLang-Omni 0.1.9 (`sgl-omni serve --model-path <id>`), sglang-omni.md",
-    launch=Launch(
-        command=command,
+    launch=gpu_launch(
+        command,
         env=env,
         voices_dir=True,
-        check_gpu=True,
-        gpu=True,  # its jobs hold a GPU slot; the plan counts their GPU-hours
-        probe_python="server",
         packages=("sglang-omni", "sglang"),  # provenance: which server version was measured
     ),
     body=DIALECT,

@@ -15,7 +15,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from thetalker.backends.base import AgentProtocol, Backend, Body, BodyDialect, Launch
+from thetalker.backends.base import (
+    AgentProtocol,
+    Backend,
+    Body,
+    BodyDialect,
+    gpu_launch,
+    optional_flags,
+)
 
 __all__ = ["BACKEND", "DIALECT", "AGENT", "voice_fields", "streamed_body", "probe_body"]
 
@@ -79,9 +86,7 @@ def command(spec: Any, port: int) -> list[str]:
     # to them; its headless replicas do not): thetalker.pipeline.server_metrics.
     cmd += ["--log-stats"]
     cmd += ["--host", spec.host, "--port", str(port)]
-    if spec.deploy_config is not None:
-        cmd += ["--deploy-config", str(spec.deploy_config)]
-    return cmd
+    return cmd + optional_flags(("--deploy-config", spec.deploy_config))
 
 
 def env(_spec: Any, voices_dir: Path | None) -> dict[str, str]:
@@ -101,16 +106,7 @@ AGENT = AgentProtocol(
 BACKEND = Backend(
     name="vllm-omni",
     summary="vllm-omni 0.30.0 (`vllm-omni serve <id> --omni`), the speech API of speech-api.md",
-    launch=Launch(
-        command=command,
-        env=env,
-        voices_dir=True,
-        check_gpu=True,
-        gpu=True,
-        probe_python="server",
-        deploy_files=True,
-        mps=True,
-    ),
+    launch=gpu_launch(command, env=env, voices_dir=True, deploy_files=True, mps=True),
     body=DIALECT,
     ready_path="/health",
     stream_formats=("audio", "sse"),

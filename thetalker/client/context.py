@@ -16,7 +16,7 @@ from thetalker import backends, metrics
 from thetalker.backends import Backend
 from thetalker.client.options import BenchOptions
 from thetalker.client.receive import _Exchange
-from thetalker.data.records import RequestFigures
+from thetalker.data.records import RequestFigures, error_info
 from thetalker.data.wavio import write_wav
 
 __all__ = ["RunContext", "RecordSink", "identity_fields", "figures_of", "saved_audio"]
@@ -81,6 +81,39 @@ def identity_fields(ex: Any) -> dict[str, Any]:
         "text": ex.prompt.text,
         "text_chars": len(ex.prompt.text),
         "warmup": ex.warmup,
+    }
+
+
+def exchange_fields(
+    ctx: RunContext,
+    ex: Any,
+    failure: tuple[str, str] | None,
+    status: int | None,
+    t_send: float,
+    sent_s: float | None,
+    arrivals: list[float],
+    sizes: list[int],
+    figures: RequestFigures,
+    audio_path: str | None,
+) -> dict[str, Any]:
+    """The record fields an HTTP and a WebSocket exchange fill alike: which request, whether
+    it failed and why, when it was sent (`sent_s`: its request out, from `t_send`), its
+    chunks and figures, its saved audio."""
+    return {
+        **identity_fields(ex),
+        "ok": failure is None,
+        "error": None if failure is None else error_info(failure[0], failure[1], status),
+        "http_status": status,
+        "t_submit_s": t_send - ctx.t_origin,
+        "schedule_lag_s": (t_send - ex.scheduled) if ex.scheduled is not None else None,
+        "request_sent_s": sent_s,
+        "ttfa_from_sent_s": metrics.first_byte_from_sent_s(figures.ttfa_s, sent_s),
+        "wall_s": (ex.t_end or t_send) - t_send,
+        "chunk_arrival_s": arrivals,
+        "chunk_bytes": sizes,
+        "sample_rate": ctx.sample_rate,
+        **figures.fields(),
+        "audio_path": audio_path,
     }
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from thetalker import metrics
 from thetalker.api.speech import error_message
-from thetalker.client.context import RunContext, figures_of, identity_fields, saved_audio
+from thetalker.client.context import RunContext, exchange_fields, figures_of, saved_audio
 from thetalker.client.decode import drop_front, server_chunks, sse_chunks, strip_wav_header
 from thetalker.client.receive import _ERROR_BODY_LIMIT, _Exchange, _is_stream_type
-from thetalker.data.records import Record, error_info
+from thetalker.data.records import Record
 
 __all__ = ["build_http_record"]
 
@@ -69,23 +68,12 @@ def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
     sent_s = trace["sent"] - t_send if "sent" in trace else None
     audio_path = saved_audio(ctx, ex, ok, pcm, rate)
     return Record(
-        **identity_fields(ex),
-        ok=ok,
-        error=None if failure is None else error_info(failure[0], failure[1], status),
-        http_status=status,
-        t_submit_s=t_send - ctx.t_origin,
-        schedule_lag_s=(t_send - ex.scheduled) if ex.scheduled is not None else None,
+        **exchange_fields(
+            ctx, ex, failure, status, t_send, sent_s, arrivals, sizes, figures, audio_path
+        ),
         t_connect_s=t_connect,
         connection_reused=bool(trace.get("reused")),
         connect_s=connect_s,
-        request_sent_s=sent_s,
-        ttfa_from_sent_s=metrics.first_byte_from_sent_s(figures.ttfa_s, sent_s),
-        wall_s=(ex.t_end or t_send) - t_send,
-        chunk_arrival_s=arrivals,
-        chunk_bytes=sizes,
         read_arrival_s=reads,
         read_bytes=read_sizes,
-        sample_rate=rate,
-        **figures.fields(),
-        audio_path=audio_path,
     )

@@ -45,16 +45,19 @@ async def probe_sample_rate(
             if resp.status >= 400:
                 message = error_message(data, resp.status, resp.content_type)
                 raise ProbeError(f"sample-rate request to {shown}: HTTP {resp.status}: {message}")
-    except TimeoutError:
-        raise ProbeError(
-            f"sample-rate request to {shown}: no answer within {timeout_s:g} s"
-        ) from None
-    except aiohttp.ClientError as exc:
-        raise ProbeError(f"sample-rate request to {shown}: {_describe(exc)}") from None
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        raise _request_error(shown, timeout_s, exc) from None
     try:
         return parse_wav_header(data, source="sample-rate response").sample_rate
     except WavError as exc:
         raise SampleRateError(f"{exc}; give sample_rate explicitly") from None
+
+
+def _request_error(shown: str, timeout_s: float, exc: Exception) -> ProbeError:
+    """The one-line error of a sample-rate request that timed out or failed to connect."""
+    if isinstance(exc, TimeoutError):
+        return ProbeError(f"sample-rate request to {shown}: no answer within {timeout_s:g} s")
+    return ProbeError(f"sample-rate request to {shown}: {_describe(exc)}")
 
 
 async def _rate_from_header(
@@ -78,12 +81,8 @@ async def _rate_from_header(
                 raise ProbeError(f"sample-rate request to {url}: HTTP {resp.status}: {message}")
             stated = resp.headers.get(header)
             await resp.read()
-    except TimeoutError:
-        raise ProbeError(
-            f"sample-rate request to {url}: no answer within {timeout_s:g} s"
-        ) from None
-    except aiohttp.ClientError as exc:
-        raise ProbeError(f"sample-rate request to {url}: {_describe(exc)}") from None
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        raise _request_error(url, timeout_s, exc) from None
     if stated is None or not stated.strip().isdigit() or int(stated) <= 0:
         why = f"the streamed response's {header} header is {stated!r}, not a rate in Hz"
         raise SampleRateError(f"{why}; give sample_rate explicitly")

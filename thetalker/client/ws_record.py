@@ -16,9 +16,9 @@ from typing import Any
 
 from thetalker import metrics
 from thetalker.backends import AgentProtocol
-from thetalker.client.context import RunContext, figures_of, identity_fields, saved_audio
+from thetalker.client.context import RunContext, exchange_fields, figures_of, saved_audio
 from thetalker.client.websocket import WsExchange
-from thetalker.data.records import Record, error_info
+from thetalker.data.records import Record
 
 __all__ = ["build_ws_record", "parse_events", "missing_output", "sentence_units"]
 
@@ -174,24 +174,13 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
     audio_path = saved_audio(ctx, ex, ok, usable, rate)
     opened = (ex.t_open - t_send) if ex.t_open is not None else None
     return Record(
-        **identity_fields(ex),
-        ok=ok,
-        error=None if failure is None else error_info(failure[0], failure[1], ex.status),
-        http_status=ex.status,
-        t_submit_s=t_send - ctx.t_origin,
-        schedule_lag_s=(t_send - ex.scheduled) if ex.scheduled is not None else None,
+        # The socket is the connection; session.config goes out as the handshake ends.
+        **exchange_fields(
+            ctx, ex, failure, ex.status, t_send, opened, arrivals, sizes, figures, audio_path
+        ),
         t_connect_s=(ex.t_open - t_send) if ex.t_open is not None else None,
         connection_reused=False,
-        # The socket is the connection; session.config goes out as the handshake ends.
         connect_s=opened,
-        request_sent_s=opened,
-        ttfa_from_sent_s=metrics.first_byte_from_sent_s(figures.ttfa_s, opened),
-        wall_s=(ex.t_end or t_send) - t_send,
-        chunk_arrival_s=arrivals,
-        chunk_bytes=sizes,
-        sample_rate=rate,
-        **figures.fields(),
-        audio_path=audio_path,
         protocol="websocket",
         # A server that streams the text into one request has one unit: the utterance.
         split_granularity=opts.split_granularity if protocol.splits_text else "none",

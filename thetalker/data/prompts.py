@@ -6,13 +6,14 @@ seed get the same prompts in the same order.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from thetalker.util.checks import json_object
 
 __all__ = ["MAX_PROMPT_CHARS", "Prompt", "PromptError", "load_prompts", "ordered_prompts"]
 
@@ -62,12 +63,7 @@ def load_prompts(path: str | os.PathLike[str]) -> list[Prompt]:
                 f"{where}: line of {len(line)} characters; a prompt's text is at most "
                 f"{MAX_PROMPT_CHARS} (MAX_PROMPT_CHARS)"
             )
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PromptError(f"{where}: not valid JSON ({exc.msg})") from None
-        if not isinstance(item, dict):
-            raise PromptError(f"{where}: expected a JSON object")
+        item = json_object(line, where, PromptError)
         sample_id = _check_id(item.get("sample_id"), where)
         if sample_id in first_line:
             raise PromptError(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "ALIASES",
@@ -69,70 +70,71 @@ class DeployEntry:
         return hashlib.sha256(self.path.read_bytes()).hexdigest()
 
 
-_QWEN_COMMON = {
-    "sample_rate": 24000,
-    "launcher": "vllm-omni",
-    "stock_file": "qwen3_tts.yaml",
-    "mps": True,
-    "voice_mode": VOICE_SPEAKER,
-    "speaker": "ryan",
-    "task_type": "CustomVoice",
-}
+def _entry(
+    name: str, model_id: str, sample_rate: int, launcher: str, stock_file: str, **facts: Any
+) -> DeployEntry:
+    """One registry entry; its file is always `<name>.yaml`."""
+    return DeployEntry(
+        name=name,
+        filename=f"{name}.yaml",
+        model_id=model_id,
+        sample_rate=sample_rate,
+        launcher=launcher,
+        stock_file=stock_file,
+        **facts,
+    )
+
+
+_VLLM = "vllm-omni"
+
+
+def _qwen(size: str) -> DeployEntry:
+    """Qwen3-TTS CustomVoice at one size (`1.7B` is `qwen3tts17b`): one stock file for both."""
+    return _entry(
+        "qwen3tts" + size.replace(".", "").lower(),
+        f"Qwen/Qwen3-TTS-12Hz-{size}-CustomVoice",
+        24000,
+        _VLLM,
+        "qwen3_tts.yaml",
+        mps=True,
+        speaker="ryan",
+        task_type="CustomVoice",
+    )
+
 
 REGISTRY: dict[str, DeployEntry] = {
     e.name: e
     for e in (
-        DeployEntry(
-            name="qwen3tts17b",
-            filename="qwen3tts17b.yaml",
-            model_id="Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
-            **_QWEN_COMMON,
-        ),
-        DeployEntry(
-            name="qwen3tts06b",
-            filename="qwen3tts06b.yaml",
-            model_id="Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
-            **_QWEN_COMMON,
-        ),
-        DeployEntry(
-            name="voxcpm2",
-            filename="voxcpm2.yaml",
-            model_id="openbmb/VoxCPM2",
-            sample_rate=48000,
-            launcher="vllm-omni",
-            stock_file="voxcpm2.yaml",
-            voice_mode=VOICE_INLINE,
-        ),
-        DeployEntry(
-            name="moss",
-            filename="moss.yaml",
-            model_id="OpenMOSS-Team/MOSS-TTS",
-            sample_rate=24000,
-            launcher="vllm-omni",
-            stock_file="moss_tts.yaml",
+        # name, served model id, sample rate, launcher, stock file, then the entry's own facts
+        _qwen("1.7B"),
+        _qwen("0.6B"),
+        _entry("voxcpm2", "openbmb/VoxCPM2", 48000, _VLLM, "voxcpm2.yaml", voice_mode=VOICE_INLINE),
+        _entry(
+            "moss",
+            "OpenMOSS-Team/MOSS-TTS",
+            24000,
+            _VLLM,
+            "moss_tts.yaml",
             mps=True,
             # The 8B model's first start (kernel compile, graph capture) outlasts the defaults.
             extra_args=("--init-timeout", "1800", "--stage-init-timeout", "1800"),
             voice_mode=VOICE_REGISTERED,
         ),
-        DeployEntry(
-            name="omnivoice",
-            filename="omnivoice.yaml",
-            model_id="k2-fsa/OmniVoice",
-            sample_rate=24000,
-            launcher="vllm-omni",
-            stock_file="omnivoice.yaml",
+        _entry(
+            "omnivoice",
+            "k2-fsa/OmniVoice",
+            24000,
+            _VLLM,
+            "omnivoice.yaml",
             voice_mode=VOICE_REGISTERED,
             streams=False,
         ),
-        DeployEntry(
-            name="piper-joe",
-            filename="piper-joe.yaml",
-            model_id="piper-joe",
-            sample_rate=22050,
-            launcher="local",
-            stock_file="thetalker-serve-local defaults",
-            voice_mode=VOICE_SPEAKER,
+        _entry(
+            "piper-joe",
+            "piper-joe",
+            22050,
+            "local",
+            "thetalker-serve-local defaults",
             speaker="joe",
         ),
     )

@@ -80,19 +80,32 @@ def _number(cell: str) -> float | None:
         return None  # [N/A], [Not Supported]
 
 
-def node_gpus() -> list[Gpu] | None:
-    """Every GPU of the node, in nvidia-smi's order; None when nvidia-smi is not installed."""
-    out = _nvidia_smi(
-        ["--query-gpu=index,uuid,name,driver_version,memory.total", "--format=csv,noheader,nounits"]
-    )
+def _csv_rows(args: list[str], width: int) -> list[list[str]] | None:
+    """The cells of each row of a `--query-... --format=csv` answer that has `width` cells
+    (one per queried field) and a number first; None without nvidia-smi."""
+    out = _nvidia_smi(args)
     if out is None:
         return None
-    gpus = []
+    rows = []
     for line in out.splitlines():
         cells = [c.strip() for c in line.split(",")]
-        if len(cells) == 5 and cells[0].isdigit():
-            gpus.append(Gpu(cells[0], cells[1], cells[2], cells[3], _number(cells[4])))
-    return gpus
+        if len(cells) == width and cells[0].isdigit():
+            rows.append(cells)
+    return rows
+
+
+def node_gpus() -> list[Gpu] | None:
+    """Every GPU of the node, in nvidia-smi's order; None when nvidia-smi is not installed."""
+    rows = _csv_rows(
+        [
+            "--query-gpu=index,uuid,name,driver_version,memory.total",
+            "--format=csv,noheader,nounits",
+        ],
+        5,
+    )
+    if rows is None:
+        return None
+    return [Gpu(c[0], c[1], c[2], c[3], _number(c[4])) for c in rows]
 
 
 def visible_gpus(env: Mapping[str, str] | None = None) -> list[Gpu] | None:
@@ -118,15 +131,10 @@ def visible_gpus(env: Mapping[str, str] | None = None) -> list[Gpu] | None:
 
 def compute_apps() -> list[tuple[int, str]] | None:
     """(pid, GPU uuid) of every compute process on the node; None without nvidia-smi."""
-    out = _nvidia_smi(["--query-compute-apps=pid,gpu_uuid", "--format=csv,noheader"])
-    if out is None:
+    rows = _csv_rows(["--query-compute-apps=pid,gpu_uuid", "--format=csv,noheader"], 2)
+    if rows is None:
         return None
-    apps = []
-    for line in out.splitlines():
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) == 2 and cells[0].isdigit():
-            apps.append((int(cells[0]), cells[1]))
-    return apps
+    return [(int(c[0]), c[1]) for c in rows]
 
 
 def gpu_compute_pids(env: Mapping[str, str] | None = None) -> list[int] | None:

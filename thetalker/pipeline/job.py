@@ -21,6 +21,7 @@ from thetalker.util.checks import (
     field_message,
     finite_seconds,
     fraction,
+    json_object,
     positive_int_or_none,
     positive_rate,
 )
@@ -189,13 +190,7 @@ class BenchJob:
 
     @classmethod
     def from_json(cls, text: str) -> BenchJob:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise BenchJobError(f"job spec: not valid JSON ({exc.msg})") from None
-        if not isinstance(data, dict):
-            raise BenchJobError("job spec: expected a JSON object")
-        return cls.from_dict(data)
+        return cls.from_dict(json_object(text, "job spec", BenchJobError))
 
 
 def _check_values(job: BenchJob) -> None:

@@ -134,7 +134,26 @@ def _run_all(
     return out
 
 
-class FasterWhisperBackend:
+# What both backends report of their decoding (greedy, English, no temperature fallback).
+_DECODING = {"language": "en", "beam_size": 1, "temperature": 0.0}
+
+
+class _WhisperBackend:
+    """What the Whisper backends share: `_one(path)` transcribes one file; `transcribe` runs
+    it over the paths in order, `workers` at a time, with a progress bar named `name`."""
+
+    name: str
+    workers: int
+    progress: bool
+
+    def _one(self, path: AudioPath) -> str:
+        raise NotImplementedError
+
+    def transcribe(self, paths: Sequence[AudioPath | None]) -> list[str]:
+        return _run_all(paths, self._one, self.workers, self.name, self.progress)
+
+
+class FasterWhisperBackend(_WhisperBackend):
     """faster-whisper (CTranslate2). `workers` parallel decoders of `cpu_threads` each.
 
     On 2 cores, 2 workers x 1 thread beats 1 worker x 2 threads (benchmarks/asr_throughput.py).
@@ -177,9 +196,6 @@ class FasterWhisperBackend:
         # Lazy generator: decoding happens while joining.
         return " ".join(s.text.strip() for s in segments).strip()
 
-    def transcribe(self, paths: Sequence[AudioPath | None]) -> list[str]:
-        return _run_all(paths, self._one, self.workers, "faster-whisper", self.progress)
-
     def describe(self) -> dict[str, Any]:
         return {
             "backend": self.name,
@@ -194,7 +210,7 @@ class FasterWhisperBackend:
             "compute_type": self.compute_type,
             "workers": self.workers,
             "cpu_threads": self.cpu_threads,
-            "decoding": {"language": "en", "beam_size": 1, "temperature": 0.0},
+            "decoding": dict(_DECODING),
             "versions": {
                 "faster-whisper": _version("faster-whisper"),
                 "ctranslate2": _version("ctranslate2"),
@@ -210,7 +226,7 @@ def openai_model_name(model: str) -> str:
     return model.removeprefix("whisper-")
 
 
-class OpenAIWhisperBackend:
+class OpenAIWhisperBackend(_WhisperBackend):
     """openai-whisper, the reference implementation (optional `whisper` extra, torch).
 
     Audio is decoded and resampled to 16 kHz here and passed as an array, so no ffmpeg
@@ -256,15 +272,12 @@ class OpenAIWhisperBackend:
         )
         return str(result.get("text", "")).strip()
 
-    def transcribe(self, paths: Sequence[AudioPath | None]) -> list[str]:
-        return _run_all(paths, self._one, self.workers, "openai-whisper", self.progress)
-
     def describe(self) -> dict[str, Any]:
         return {
             "backend": self.name,
             "model": self.model_ref,
             "device": self.device,
-            "decoding": {"language": "en", "beam_size": 1, "temperature": 0.0},
+            "decoding": dict(_DECODING),
             "versions": {
                 "openai-whisper": _version("openai-whisper"),
                 "torch": _version("torch"),

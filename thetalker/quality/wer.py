@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from thetalker.util.checks import json_object
+
 __all__ = [
     "TRANSCRIPT_FIELDS",
     "N_RESAMPLES",
@@ -338,12 +340,8 @@ def read_transcripts(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TranscriptError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise TranscriptError(f"{path}:{lineno}: a transcript must be a JSON object")
+            where, error = f"{path}:{lineno}", TranscriptError
+            row = json_object(line, where, error, "a transcript must be a JSON object")
             missing = [f for f in TRANSCRIPT_FIELDS if f not in row]
             if missing:
                 raise TranscriptError(f"{path}:{lineno}: lacks field(s) {', '.join(missing)}")

@@ -22,7 +22,6 @@ run; the public table gives nearest-rank p95s, aggregated as the median over see
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,14 +35,14 @@ import pandas as pd  # noqa: E402
 
 from thetalker.report.common import (  # noqa: E402
     MISSING,
-    add_point_arguments,
     load_points_or_report,
     markdown_table,
-    point_at,
+    measured_points,
     point_labels,
-    write_table,
+    save_figure,
+    table_figure_parser,
+    write_table_and_figure,
 )
-from thetalker.report.output import exit_status, write_output  # noqa: E402
 
 __all__ = ["rate_labels", "by_rate_rows", "by_rate_table", "by_rate_figure", "main"]
 
@@ -63,31 +62,24 @@ def _ms(value: Any) -> float | None:
 def by_rate_rows(
     points: pd.DataFrame, models: Sequence[str], systems: Sequence[str]
 ) -> list[dict[str, Any]]:
-    rows = []
-    for model in models:
-        for system in systems:
-            for label in rate_labels(points):
-                s = point_at(points, model, system, label)
-                if s is None:
-                    continue
-                rows.append(
-                    {
-                        "model": model,
-                        "system": system,
-                        "request_rate": float(label[1:]),
-                        "ttfa_audible_ms_p95": _ms(s.get("ttfa_audible_s_p95")),
-                        "ttfa_ms_p95": _ms(s.get("ttfa_s_p95")),
-                        "audible_pct": s.get("audible_pct"),
-                        "n_inaudible": s.get("n_inaudible"),
-                        "stall_gate_pct": s.get("stall_gate_pct"),
-                        "n_dropped": s.get("n_dropped"),
-                        "schedule_lag_ms_p95": _ms(s.get("schedule_lag_s_p95")),
-                        "schedule_lag_ms_max": _ms(s.get("schedule_lag_s_max")),
-                        "n_failed": s.get("n_failed"),
-                        "n_scored": s.get("n_scored"),
-                    }
-                )
-    return rows
+    return [
+        {
+            "model": model,
+            "system": system,
+            "request_rate": float(label[1:]),
+            "ttfa_audible_ms_p95": _ms(s.get("ttfa_audible_s_p95")),
+            "ttfa_ms_p95": _ms(s.get("ttfa_s_p95")),
+            "audible_pct": s.get("audible_pct"),
+            "n_inaudible": s.get("n_inaudible"),
+            "stall_gate_pct": s.get("stall_gate_pct"),
+            "n_dropped": s.get("n_dropped"),
+            "schedule_lag_ms_p95": _ms(s.get("schedule_lag_s_p95")),
+            "schedule_lag_ms_max": _ms(s.get("schedule_lag_s_max")),
+            "n_failed": s.get("n_failed"),
+            "n_scored": s.get("n_scored"),
+        }
+        for model, system, label, s in measured_points(points, models, systems, rate_labels(points))
+    ]
 
 
 def _cell(value: Any, digits: int) -> str:
@@ -157,33 +149,21 @@ def by_rate_figure(
     ax.set_title("p95 audible first audio by request rate (-45 dBFS onset)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small")
-    fig.tight_layout()
-    try:  # whole or not at all (thetalker.report.output)
-        write_output(out, lambda tmp: fig.savefig(tmp, dpi=DPI))
-    finally:
-        plt.close(fig)
+    save_figure(fig, out, DPI)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = add_point_arguments(
-        argparse.ArgumentParser(prog="python -m thetalker.report.by_rate", description=__doc__)
-    )
-    parser.add_argument("--table", required=True, type=Path, help="by_rate.md to write")
-    parser.add_argument("--figure", type=Path, help="by_rate.png to write")
+    parser = table_figure_parser("python -m thetalker.report.by_rate", __doc__, "by_rate")
     args = parser.parse_args(argv)
     points = load_points_or_report(args.points)
     if points is None:
         return 1
-    text = by_rate_table(points, args.models, args.systems)
-
-    def write() -> None:
-        csv_path = write_table(args.table, text, by_rate_rows(points, args.models, args.systems))
-        print(f"wrote {args.table} and {csv_path}")
-        if args.figure:
-            by_rate_figure(points, args.models, args.systems, args.figure)
-            print(f"wrote {args.figure}")
-
-    return exit_status(write)
+    return write_table_and_figure(
+        args,
+        by_rate_table(points, args.models, args.systems),
+        by_rate_rows(points, args.models, args.systems),
+        lambda out: by_rate_figure(points, args.models, args.systems, out),
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ grid and the service level (`slo`: thetalker.pipeline.config_checks.service_leve
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -40,16 +39,16 @@ from thetalker.metrics import player_model, point_cost  # noqa: E402
 from thetalker.pipeline.capacity import NEVER, NO_POINTS, Capacity, ServiceLevel, find_capacity  # noqa: E402
 from thetalker.report.common import (  # noqa: E402
     MISSING,
-    add_point_arguments,
     fmt_range,
     load_points_or_report,
     markdown_table,
     point_at,
     point_cost_at,
     point_labels,
-    write_table,
+    save_figure,
+    table_figure_parser,
+    write_table_and_figure,
 )
-from thetalker.report.output import exit_status, write_output  # noqa: E402
 
 __all__ = ["loads_of", "capacity_of", "capacity_rows", "capacity_table", "capacity_figure", "main"]
 
@@ -258,19 +257,11 @@ def capacity_figure(
         fontsize="medium",
     )
     ax.legend(fontsize="small")
-    fig.tight_layout()
-    try:
-        write_output(out, lambda tmp: fig.savefig(tmp, dpi=DPI))
-    finally:
-        plt.close(fig)
+    save_figure(fig, out, DPI)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = add_point_arguments(
-        argparse.ArgumentParser(prog="python -m thetalker.report.capacity", description=__doc__)
-    )
-    parser.add_argument("--table", required=True, type=Path, help="capacity.md to write")
-    parser.add_argument("--figure", type=Path, help="capacity.png to write")
+    parser = table_figure_parser("python -m thetalker.report.capacity", __doc__, "capacity")
     args = parser.parse_args(argv)
     points = load_points_or_report(args.points)
     if points is None:
@@ -283,15 +274,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         points, args.models, args.systems, level, args.headline, args.gpu_hour_usd
     )
     rows = capacity_rows(points, args.models, args.systems, level, args.headline, args.gpu_hour_usd)
-
-    def write() -> None:
-        csv_path = write_table(args.table, text, rows)
-        print(f"wrote {args.table} and {csv_path}")
-        if args.figure:
-            capacity_figure(points, args.models, args.systems, level, args.figure, args.grid)
-            print(f"wrote {args.figure}")
-
-    return exit_status(write)
+    return write_table_and_figure(
+        args,
+        text,
+        rows,
+        lambda out: capacity_figure(points, args.models, args.systems, level, out, args.grid),
+    )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import argparse
 import math
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import pandas as pd
 
 from thetalker.data import layout
 from thetalker.metrics import point_cost
-from thetalker.report.output import write_output  # whole or not at all, named
+from thetalker.report.output import exit_status, write_output  # whole or not at all, named
 from thetalker.report.settings import add_settings_argument
 
 __all__ = [
@@ -84,6 +84,19 @@ def point_at(points: pd.DataFrame, model: str, system: str, point: str) -> dict 
     if rows.empty:
         return None
     return {k: (None if is_nan(v) else v) for k, v in rows.iloc[0].to_dict().items()}
+
+
+def measured_points(
+    points: pd.DataFrame, models: Sequence[str], systems: Sequence[str], labels: Sequence[str]
+) -> Iterator[tuple[str, str, str, dict]]:
+    """(model, system, label, summary) of each of these points that was run, in row order:
+    by model, then system, then label."""
+    for model in models:
+        for system in systems:
+            for label in labels:
+                summary = point_at(points, model, system, label)
+                if summary is not None:
+                    yield model, system, label, summary
 
 
 def point_summary(points: pd.DataFrame, model: str, system: str, concurrency: int) -> dict | None:
@@ -207,6 +220,41 @@ def report_parser(prog: str, description: str | None, suffix: str) -> argparse.A
     for name in ("throughput", "continuity", "ttfa", "cost"):
         parser.add_argument(f"--{name}", required=True, type=Path, help=f"{name}{suffix} to write")
     return parser
+
+
+def table_figure_parser(prog: str, description: str | None, name: str) -> argparse.ArgumentParser:
+    """A report of one table (`--table NAME.md`, its CSV beside it) and an optional figure."""
+    parser = add_point_arguments(argparse.ArgumentParser(prog=prog, description=description))
+    parser.add_argument("--table", required=True, type=Path, help=f"{name}.md to write")
+    parser.add_argument("--figure", type=Path, help=f"{name}.png to write")
+    return parser
+
+
+def write_table_and_figure(
+    args: argparse.Namespace, text: str, rows: Sequence[Row], draw: Callable[[Path], None]
+) -> int:
+    """`args.table` and its CSV, then `args.figure` drawn by `draw(path)` when one is asked
+    for; the exit status (thetalker.report.output.exit_status)."""
+
+    def write() -> None:
+        csv_path = write_table(args.table, text, rows)
+        print(f"wrote {args.table} and {csv_path}")
+        if args.figure:
+            draw(args.figure)
+            print(f"wrote {args.figure}")
+
+    return exit_status(write)
+
+
+def save_figure(fig: Any, out: Path, dpi: int) -> None:
+    """Lay `fig` out and write it to `out` whole or not at all, then close it."""
+    import matplotlib.pyplot as plt  # the report module has chosen the Agg backend already
+
+    fig.tight_layout()
+    try:
+        write_output(out, lambda tmp: fig.savefig(tmp, dpi=dpi))
+    finally:
+        plt.close(fig)
 
 
 def load_points_or_report(path: Path) -> pd.DataFrame | None:

@@ -36,9 +36,10 @@ from thetalker.report.common import (  # noqa: E402
     point_cost_at,
     point_summary,
     report_parser,
+    save_figure,
     thresholds_of,
 )
-from thetalker.report.output import ReportWriteError, write_output  # noqa: E402
+from thetalker.report.output import ReportWriteError  # noqa: E402
 from thetalker.report.points import threshold_column  # noqa: E402
 
 __all__ = [
@@ -58,11 +59,7 @@ DPI = 120
 
 
 def _save(fig: plt.Figure, out: Path) -> None:
-    fig.tight_layout()
-    try:
-        write_output(out, lambda tmp: fig.savefig(tmp, dpi=DPI))
-    finally:
-        plt.close(fig)
+    save_figure(fig, out, DPI)
 
 
 def _yerr(summaries: Sequence[dict | None], column: str) -> tuple[list[float], np.ndarray]:
@@ -108,20 +105,27 @@ def throughput_figure(
     _save(fig, out)
 
 
-def continuity_figure(
-    points: pd.DataFrame, models: Sequence[str], systems: Sequence[str], out: Path
+def _continuity_panel(
+    ax: plt.Axes, points: pd.DataFrame, models: Sequence[str], systems: Sequence[str], column: str
 ) -> None:
-    fig, ax = plt.subplots(figsize=FIGSIZE)
+    """Each model and system's `column` (a continuity %) against concurrency, log2 axis."""
     levels = concurrency_levels(points)
     for model in models:
         for system in systems:
-            xs, ys, err = _series(points, model, system, "continuity_pct")
+            xs, ys, err = _series(points, model, system, column)
             if xs:
                 ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=f"{model} {system}")
     ax.set_xscale("log", base=2)
     ax.set_xticks(levels, [str(c) for c in levels])
     ax.set_ylim(0, 105)
     ax.set_xlabel("concurrency")
+
+
+def continuity_figure(
+    points: pd.DataFrame, models: Sequence[str], systems: Sequence[str], out: Path
+) -> None:
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    _continuity_panel(ax, points, models, systems, "continuity_pct")
     ax.set_ylabel("continuous streams (%)")
     ax.set_title("Stream continuity (95% Wilson interval)")
     ax.legend(fontsize="small")
@@ -197,21 +201,12 @@ def continuity_thresholds_figure(
 ) -> None:
     """One panel per threshold of points.csv: continuity against concurrency."""
     thresholds = thresholds_of(points) or [0.1]
-    levels = concurrency_levels(points)
     fig, axes = plt.subplots(
         1, len(thresholds), figsize=(FIGSIZE[0] * 1.4, FIGSIZE[1]), sharey=True, squeeze=False
     )
     for ax, t in zip(axes[0], thresholds, strict=True):
         column = threshold_column(t) if threshold_column(t) in points.columns else "continuity_pct"
-        for model in models:
-            for system in systems:
-                xs, ys, err = _series(points, model, system, column)
-                if xs:
-                    ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=f"{model} {system}")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(levels, [str(c) for c in levels])
-        ax.set_ylim(0, 105)
-        ax.set_xlabel("concurrency")
+        _continuity_panel(ax, points, models, systems, column)
         ax.set_title(f"gap <= {t * 1000:g} ms")
     axes[0][0].set_ylabel("continuous streams (%)")
     axes[0][-1].legend(fontsize="small")

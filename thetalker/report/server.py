@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -289,22 +289,22 @@ def _with_bucket(row: Mapping[str, Any], key: str) -> str:
     return f"{_s(value)} ({row.get(f'{key}_bucket_s')})"
 
 
-def _gen(row: Mapping[str, Any]) -> str:
+def _by_suffix(row: Mapping[str, Any], prefix: str, cell: Callable[[str, Any], str]) -> str:
+    """`cell(suffix, value)` of each set column named `prefix` + suffix, joined by "; "."""
     parts = [
-        f"{k.removeprefix('gen_time_mean_s_stage')}: {_s(v)}"
+        cell(k.removeprefix(prefix), v)
         for k, v in row.items()
-        if k.startswith("gen_time_mean_s_stage") and v is not None
+        if k.startswith(prefix) and v is not None
     ]
     return "; ".join(parts) or MISSING
+
+
+def _gen(row: Mapping[str, Any]) -> str:
+    return _by_suffix(row, "gen_time_mean_s_stage", lambda stage, v: f"{stage}: {_s(v)}")
 
 
 def _continuity(row: Mapping[str, Any]) -> str:
-    parts = [
-        f"{_s(v, 1)}% @{k.removeprefix('server_continuity_pct_')}"
-        for k, v in row.items()
-        if k.startswith("server_continuity_pct_") and v is not None
-    ]
-    return "; ".join(parts) or MISSING
+    return _by_suffix(row, "server_continuity_pct_", lambda gap, v: f"{_s(v, 1)}% @{gap}")
 
 
 def server_table(rows: Sequence[Mapping[str, Any]]) -> str:

@@ -41,6 +41,7 @@ from thetalker.report.common import (
     failed_mark,
     load_points_or_report,
     markdown_table,
+    measured_points,
     point_at,
     point_cost_at,
     point_labels,
@@ -192,21 +193,12 @@ def _long_rows(
     row: Callable[[str, str, str, Mapping[str, Any]], Row],
 ) -> list[Row]:
     """One row per point that was run, in config order, then load order."""
-    out = []
-    for model in models:
-        for system in systems:
-            for label in point_labels(points):
-                summary = point_at(points, model, system, label)
-                if summary is not None:
-                    out.append(
-                        {
-                            "model": model,
-                            "system": system,
-                            "point": label,
-                            **row(model, system, label, summary),
-                        }
-                    )
-    return out
+    return [
+        {"model": model, "system": system, "point": label, **row(model, system, label, summary)}
+        for model, system, label, summary in measured_points(
+            points, models, systems, point_labels(points)
+        )
+    ]
 
 
 def continuity_rows(
@@ -255,15 +247,10 @@ def player_models_table(points: pd.DataFrame, models: Sequence[str], systems: Se
     and the start buffer a player needs for 90/95/99% of the streams to play gapless."""
     header = ["model", "system", "point", *(name for _, name, _ in _PLAYER_COLUMNS), "failed"]
     rows = []
-    for model in models:
-        for system in systems:
-            for label in point_labels(points):
-                s = point_at(points, model, system, label)
-                if s is None:
-                    continue
-                cells = [_plain(s.get(column), digits) for column, _, digits in _PLAYER_COLUMNS]
-                failed = f"{int(s.get('n_failed') or 0)}/{int(s.get('n_scored') or 0)}"
-                rows.append([model, system, label, *cells, failed])
+    for model, system, label, s in measured_points(points, models, systems, point_labels(points)):
+        cells = [_plain(s.get(column), digits) for column, _, digits in _PLAYER_COLUMNS]
+        failed = f"{int(s.get('n_failed') or 0)}/{int(s.get('n_scored') or 0)}"
+        rows.append([model, system, label, *cells, failed])
     title = (
         "Continuity under each player model (% of the scored requests; a failed request "
         "passes none): max_deficit_0.1s, vllm-omni's never-pausing player at most 0.1 s "

@@ -8,11 +8,14 @@ function giving why a value is refused (or None), and every refusal reads the sa
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
     "field_message",
+    "json_object",
     "at_least",
     "finite_seconds",
     "fraction",
@@ -24,6 +27,23 @@ __all__ = [
 def field_message(source: str, name: str, why: str) -> str:
     """`config field requests.8: must be at least 1 (got 0)`."""
     return f"{source} field {name}: {why}"
+
+
+def json_object(
+    text: str,
+    where: str,
+    error: Callable[[str], Exception],
+    not_object: str = "expected a JSON object",
+) -> dict[str, Any]:
+    """`text` parsed as a JSON object; else `error("{where}: {why}")` is raised, the why
+    being the parser's reason (`not valid JSON (...)`) or `not_object`."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{where}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise error(f"{where}: {not_object}")
+    return data
 
 
 def at_least(value: Any, low: int) -> str | None:

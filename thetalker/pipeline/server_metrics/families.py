@@ -109,23 +109,36 @@ def _delta(after: float, before: float | None) -> tuple[float, bool]:
     return after - before, False
 
 
-def counter_deltas(
-    before: Snapshot, after: Snapshot
-) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
-    """Each counter's increase per label set over the point, and the stems that reset."""
-    out: dict[str, list[dict[str, Any]]] = {}
+def _deltas_of_kind(
+    before: Snapshot, after: Snapshot, kind: str
+) -> tuple[dict[str, list[tuple[Sample, float]]], list[str]]:
+    """Each `kind` family's samples with their increase over the point (by stem), and the
+    stems that reset."""
+    out: dict[str, list[tuple[Sample, float]]] = {}
     resets: list[str] = []
-    for stem, (kind, samples) in sorted(after.families.items()):
-        if kind != "counter":
+    for stem, (family_kind, samples) in sorted(after.families.items()):
+        if family_kind != kind:
             continue
         old = _by_key((before.of(stem) or ("", []))[1])
-        rows = []
+        pairs = []
         for s in samples:
             value, reset = _delta(s.value, old.get((s.suffix, s.labels)))
             if reset and stem not in resets:
                 resets.append(stem)
-            rows.append({"labels": dict(s.labels), "value": value})
-        out[stem] = rows
+            pairs.append((s, value))
+        out[stem] = pairs
+    return out, resets
+
+
+def counter_deltas(
+    before: Snapshot, after: Snapshot
+) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+    """Each counter's increase per label set over the point, and the stems that reset."""
+    deltas, resets = _deltas_of_kind(before, after, "counter")
+    out = {
+        stem: [{"labels": dict(s.labels), "value": value} for s, value in pairs]
+        for stem, pairs in deltas.items()
+    }
     return out, resets
 
 
@@ -139,19 +152,13 @@ def histogram_deltas(
     """Each histogram's observations over the point, per label set (without `le`):
     cumulative bucket counts `[[le, count], ...]` as exposed (`le` a string, "+Inf" last),
     `sum` and `count`; and the stems that reset."""
+    deltas, resets = _deltas_of_kind(before, after, "histogram")
     out: dict[str, list[dict[str, Any]]] = {}
-    resets: list[str] = []
-    for stem, (kind, samples) in sorted(after.families.items()):
-        if kind != "histogram":
-            continue
-        old = _by_key((before.of(stem) or ("", []))[1])
+    for stem, pairs in deltas.items():
         series: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
-        for s in samples:
+        for s, value in pairs:
             labels = tuple(kv for kv in s.labels if kv[0] != "le")
             row = series.setdefault(labels, {"labels": dict(labels), "buckets": []})
-            value, reset = _delta(s.value, old.get((s.suffix, s.labels)))
-            if reset and stem not in resets:
-                resets.append(stem)
             if s.suffix == "_bucket":
                 row["buckets"].append([dict(s.labels)["le"], value])
             elif s.suffix in ("_sum", "_count"):
