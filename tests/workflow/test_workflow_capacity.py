@@ -214,7 +214,10 @@ def test_default_run_gives_each_system_a_capacity_that_agrees_with_continuity(
     from thetalker.pipeline.capacity import find_capacity
 
     workdir = default_workflow_run  # `snakemake --cores 2` on a copy (tests/conftest.py)
+    from snakemake.utils import validate
+
     config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    validate(config, str(workdir / "config" / "schema.yaml"))  # the defaults filled, as the run had
     assert config["capacity"]["refine"] is True
     tables = workdir / "results" / "tables"
     capacity_text = (tables / "capacity.md").read_text()
