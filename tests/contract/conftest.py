@@ -13,10 +13,8 @@ JSON files, so neither environment's dependencies touch the other's.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -28,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import stop_group
 from tests.support.tiers import unavailable
 
 HERE = Path(__file__).resolve().parent
@@ -126,14 +125,8 @@ def start_server(
 
 
 def stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+    """The server's whole group: SIGTERM, SIGKILL after 20 s (its import alone can take 50)."""
+    stop_group(proc, grace_s=20)
 
 
 @pytest.fixture(scope="session")

@@ -13,10 +13,8 @@ faked) or a one-shot probe (`venv_probe.py`), over loopback or JSON files.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -29,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.contract_sglang.schedule import QWEN3_SPEAKERS
+from tests.support.processes import stop_group
 from thetalker import backends
 from thetalker.lifecycle.launch import ServerSpec, build_command
 
@@ -158,14 +157,8 @@ def start_server(
 
 
 def stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+    """The server's whole group: SIGTERM, SIGKILL after 20 s (its import alone can take 50)."""
+    stop_group(proc, grace_s=20)
 
 
 def launch_spec(model_path: Path, *extra: str) -> ServerSpec:
