@@ -18,7 +18,7 @@ import pytest
 from tests.support.scripted_server import Script, ScriptedServer
 from thetalker.client import BenchOptions, run_benchmark
 from thetalker.client.body import BodyEncoder
-from thetalker.client.receive import _connect_trace
+from thetalker.client.receive import StampingConnector
 from thetalker.client.schedule import closed_loop
 from thetalker.client.sender import Sender
 from thetalker.data.prompts import Prompt
@@ -118,9 +118,9 @@ class _ListSink:
 
 async def _send_all(srv: ScriptedServer, limit: int, concurrency: int, n: int) -> Sender:
     opts = BenchOptions(base_url=srv.base_url, concurrency=concurrency, sample_rate=24000)
-    connector = aiohttp.TCPConnector(limit=limit)
+    connector = StampingConnector(limit=limit)
     sink = _ListSink()
-    async with aiohttp.ClientSession(connector=connector, trace_configs=[_connect_trace()]) as s:
+    async with aiohttp.ClientSession(connector=connector) as s:
         sender = Sender(s, opts, BodyEncoder(opts, None), sink)  # type: ignore[arg-type]
         items = [(i, Prompt(f"p{i}", f"t{i}"), False) for i in range(n)]
         await closed_loop(items, concurrency, sender)

@@ -4,7 +4,8 @@ Everything done between two chunk reads delays the next timestamp, and
 `benchmarks/client_fidelity.py` measures this exact code. Per piece (a read: the records keep
 each one, `read_arrival_s`) it stamps `time.perf_counter()` once and appends to three lists;
 all decoding happens later (`thetalker.client.decode`, `thetalker.client.record`). The
-request's own stamps (connection held, body sent) come from aiohttp's trace, off this loop.
+request's own stamps (connection held, body sent) come from its body and the pool
+(`StampedBody`, `StampingConnector`), off this loop.
 `_Exchange` (what one request observed) and `_receive` are this package's seam to it.
 """
 
@@ -20,7 +21,6 @@ import aiohttp
 from thetalker.data.prompts import Prompt
 
 _ERROR_BODY_LIMIT = 64 * 1024
-_JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 @dataclass
@@ -41,7 +41,7 @@ class _Exchange:
     error_body: bytes = b""
     failure: tuple[str, str] | None = None  # (error type, message) seen on the receive path
     rate_header: str | None = None  # the response's sample-rate header, where the server has one
-    trace: dict[str, Any] = field(default_factory=dict)  # stamps of `_connect_trace`
+    trace: dict[str, Any] = field(default_factory=dict)  # `StampedBody`'s, the connector's
     on_wire: bool = False  # counted in flight by its sender (thetalker.client.sender)
 
 
@@ -69,7 +69,7 @@ async def _receive(
     try:
         async with (
             asyncio.timeout(timeout_s),
-            session.post(url, data=body, headers=_JSON_HEADERS, trace_request_ctx=ex.trace) as resp,
+            session.post(url, data=StampedBody(body, ex.trace)) as resp,
         ):
             ex.status = resp.status
             ex.content_type = resp.content_type
@@ -102,39 +102,60 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _connect_trace() -> aiohttp.TraceConfig:
-    """Stamp connection setup and the request going out, per request, off the read loop:
-    `connect_start`/`connect_end` around opening a new connection, `reused` for a kept-alive
-    one, `conn` when the request holds a connection (after any wait for the pool), `sent`
-    when its body's first byte is written. At `sent` the request is on the wire: the
-    context's `on_wire` callable (the sender's in-flight count), when given, is called once."""
+class StampedBody(aiohttp.BytesPayload):
+    """A request's JSON body that stamps `sent` in its exchange's `trace` when aiohttp
+    starts writing it (the request leaves: its headers go out with the body) and then calls
+    the trace's `on_wire` (the sender's in-flight count), once.
 
-    async def start(_s: Any, ctx: Any, _p: Any) -> None:
-        if ctx.trace_request_ctx is not None:
-            ctx.trace_request_ctx["connect_start"] = time.perf_counter()
+    Stamped here and in `StampingConnector` rather than by an `aiohttp.TraceConfig`: a trace
+    config makes aiohttp build and await about a dozen signals per request, ~70 us of the
+    loop thread's ~400 (benchmarks/README.md), all of it at the moments a wave of requests
+    starts and its first chunks must be stamped."""
 
-    async def end(_s: Any, ctx: Any, _p: Any) -> None:
-        if ctx.trace_request_ctx is not None:
-            ctx.trace_request_ctx["connect_end"] = ctx.trace_request_ctx["conn"] = (
-                time.perf_counter()
-            )
+    def __init__(self, body: bytes, trace: dict[str, Any]) -> None:
+        super().__init__(body, content_type="application/json")
+        self.trace = trace
 
-    async def reuse(_s: Any, ctx: Any, _p: Any) -> None:
-        if ctx.trace_request_ctx is not None:
-            ctx.trace_request_ctx["reused"] = True
-            ctx.trace_request_ctx["conn"] = time.perf_counter()
-
-    async def sent(_s: Any, ctx: Any, _p: Any) -> None:
-        trace = ctx.trace_request_ctx
-        if trace is not None and "sent" not in trace:
+    def _stamp(self) -> None:
+        trace = self.trace
+        if "sent" not in trace:
             trace["sent"] = time.perf_counter()
             on_wire = trace.get("on_wire")
             if on_wire is not None:
                 on_wire()
 
-    trace = aiohttp.TraceConfig()
-    trace.on_connection_create_start.append(start)
-    trace.on_connection_create_end.append(end)
-    trace.on_connection_reuseconn.append(reuse)
-    trace.on_request_chunk_sent.append(sent)
-    return trace
+    async def write(self, writer: Any) -> None:  # aiohttp before 3.12
+        self._stamp()
+        await super().write(writer)
+
+    async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+        self._stamp()
+        await super().write_with_length(writer, content_length)
+
+
+def _trace_of(req: Any) -> dict[str, Any] | None:
+    return getattr(getattr(req, "body", None), "trace", None)
+
+
+class StampingConnector(aiohttp.TCPConnector):
+    """The run's connection pool; per request whose body is a `StampedBody` it stamps
+    `connect_start`/`connect_end` around opening a new connection, `reused` for a kept-alive
+    one, and `conn` when the request holds a connection (after any wait for the pool)."""
+
+    async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
+        conn = await super().connect(req, traces, timeout)
+        trace = _trace_of(req)
+        if trace is not None:
+            trace["conn"] = time.perf_counter()
+            if "connect_start" not in trace:
+                trace["reused"] = True
+        return conn
+
+    async def _create_connection(self, req: Any, traces: Any, timeout: Any) -> Any:
+        trace = _trace_of(req)
+        if trace is not None:
+            trace["connect_start"] = time.perf_counter()
+        proto = await super()._create_connection(req, traces, timeout)
+        if trace is not None:
+            trace["connect_end"] = time.perf_counter()
+        return proto

@@ -15,6 +15,7 @@ from thetalker import backends
 from thetalker.api.speech import SpeechApiError, normalize_base_url, register_voice
 from thetalker.client.body import BodyEncoder, build_request_body
 from thetalker.client.context import RunContext
+from thetalker.client.gc_pause import no_gc_pauses
 from thetalker.client.options import (
     BenchError,
     BenchOptions,
@@ -149,18 +150,19 @@ async def arun_benchmark(
             if progress is not None:
                 reporting = asyncio.create_task(report_every(tally, progress, interval_s))
             try:
-                if effective_workers(opts) > 1:
-                    spread = await run_workers(opts, ctx, ref_uri, items, sink, tally)
-                    max_in_flight = max(max_in_flight, spread)
-                else:
-                    offsets = None
-                    if opts.request_rate is not None:
-                        offsets = arrival_offsets(len(items), opts.request_rate, opts.seed)
-                    start = time.perf_counter()
-                    drop = getattr(send, "drop", None)
-                    await dispatch(
-                        items, send, opts.concurrency, offsets, start, opts.max_in_flight, drop
-                    )
+                with no_gc_pauses():  # no collector pause in any stream's timeline
+                    if effective_workers(opts) > 1:
+                        spread = await run_workers(opts, ctx, ref_uri, items, sink, tally)
+                        max_in_flight = max(max_in_flight, spread)
+                    else:
+                        offsets = None
+                        if opts.request_rate is not None:
+                            offsets = arrival_offsets(len(items), opts.request_rate, opts.seed)
+                        start = time.perf_counter()
+                        drop = getattr(send, "drop", None)
+                        await dispatch(
+                            items, send, opts.concurrency, offsets, start, opts.max_in_flight, drop
+                        )
             finally:
                 if reporting is not None:
                     reporting.cancel()

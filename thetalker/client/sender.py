@@ -20,7 +20,7 @@ from thetalker.api.speech import speech_url
 from thetalker.client.body import BodyEncoder
 from thetalker.client.context import RecordSink
 from thetalker.client.options import BenchOptions
-from thetalker.client.receive import _connect_trace, _Exchange, _receive
+from thetalker.client.receive import StampingConnector, _Exchange, _receive
 from thetalker.client.schedule import Item
 
 __all__ = ["open_session", "InFlight", "Sender"]
@@ -32,8 +32,7 @@ def open_session(opts: BenchOptions, streams: int) -> aiohttp.ClientSession:
     limit = 0 if opts.request_rate is not None else streams
     return aiohttp.ClientSession(
         headers=auth_headers(opts.api_key_env),  # Authorization: Bearer, when a key is set
-        connector=aiohttp.TCPConnector(limit=limit),
-        trace_configs=[_connect_trace()],
+        connector=StampingConnector(limit=limit),  # stamps connection setup per request
         timeout=aiohttp.ClientTimeout(total=None),  # per request, by asyncio.timeout
     )
 

@@ -22,8 +22,10 @@ from thetalker.data.records import RecordWriteError, append_record, read_records
 __all__ = ["PROCESS_SINK_FROM", "RecordSink", "ThreadSink", "ProcessSink", "open_sink"]
 
 # Streams from which records are built in a process of their own (benchmarks/README.md):
-# below it the writer thread costs the timeline nothing measurable, and a process its start.
-PROCESS_SINK_FROM = 256
+# at 64 streams a writer thread building a wave's records still held the GIL while the next
+# wave's first chunks came (client p99 1.2x the bare loop's, 0.9x with the process); at one
+# stream it costs the timeline nothing measurable, and a process costs its start (~1 s CPU).
+PROCESS_SINK_FROM = 32
 # The GIL switch interval while a writer thread runs beside the receive loop (see ThreadSink).
 _SWITCH_INTERVAL_S = 0.0002
 

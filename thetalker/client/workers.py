@@ -20,6 +20,7 @@ from typing import Any
 from thetalker.client.body import BodyEncoder
 from thetalker.client.child import ParentWatch
 from thetalker.client.context import RunContext
+from thetalker.client.gc_pause import no_gc_pauses
 from thetalker.client.options import BenchError, BenchOptions, effective_workers
 from thetalker.client.progress import Tally
 from thetalker.client.receive import _describe
@@ -103,7 +104,8 @@ async def _worker_run(
             results.put(("ready", plan.worker_id, None))
             while not go.is_set():
                 await asyncio.sleep(0.002)
-            await dispatch(share.items, send, share.concurrency, share.offsets, t_go.value)
+            with no_gc_pauses():  # as the in-process run (thetalker.client.gc_pause)
+                await dispatch(share.items, send, share.concurrency, share.offsets, t_go.value)
     finally:
         watchdog.cancel()
         sink.close()
