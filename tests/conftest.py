@@ -16,10 +16,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.support.paths import TESTS
 from tests.support.processes import kill_pids, processes_in
 from tests.support.scripted_server import Script, ScriptedServer, start_scripted_server
+
+# Hypothesis' default per-example deadline (200 ms) is a speed assertion: off for the whole
+# suite (project rule: no test asserts a time); pytest-timeout still bounds a test.
+settings.register_profile("thetalker", deadline=None)
+settings.load_profile("thetalker")
 
 UNIT_TIMEOUT_S = 60
 LONG_TIMEOUT_S = 900  # a slow test, or one that may be the first to start a session's run

@@ -1,7 +1,10 @@
 """The client against a real scripted HTTP server on loopback: timelines, figures, load
 shapes, request bodies, audio saving, cancellation.
 
-Tolerances are generous (tens of ms): several test suites share two cores.
+No tolerance around the server's schedule: on a busy machine the client reads late. The
+timelines are checked by causality on the shared clock and the figures against the
+player model of the recorded reads (tests/support/causal.py); the player's numbers on
+timelines worked by hand are unit tests (tests/unit/test_read_timeline.py, test_metrics.py).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.causal import assert_causal, assert_figures_are_the_players, run_origins
 from tests.support.scripted_server import Script, ScriptedServer, pcm_for
 from thetalker import metrics
 from thetalker.client import (
@@ -40,8 +44,6 @@ from thetalker.data.records import (
 )
 from thetalker.data.wavio import read_wav, write_wav
 
-TOL_S = 0.06  # scheduling noise on shared cores
-
 
 def _prompts(*texts: str) -> list[Prompt]:
     return [Prompt(f"id{i}", t) for i, t in enumerate(texts)]
@@ -57,40 +59,45 @@ def _run(
     return summary, records
 
 
-def test_timeline_follows_the_server_schedule(scripted_server: ScriptedServer, tmp_path: Path):
+def test_timeline_follows_the_server_schedule(
+    scripted_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     # 0.1 s, then 0.3 s and 0.2 s later: three server chunks, one of them odd-split across reads
     chunks = ((0.0, 4800), (0.3, 4800), (0.2, 96000))
     scripted_server.default = Script(chunks=chunks)
+    origins = run_origins(monkeypatch)
     summary, (rec,) = _run(scripted_server, tmp_path, ["hello"])
     assert rec["ok"], rec["error"]
     assert rec["chunk_bytes"] == [4800, 4800, 96000]  # server chunks, not socket reads
     arr = rec["chunk_arrival_s"]
-    assert arr[1] - arr[0] == pytest.approx(0.3, abs=TOL_S)
-    assert arr[2] - arr[1] == pytest.approx(0.2, abs=TOL_S)
-    # against what the server logged it actually sent
+    # against what the server logged it wrote: never read before it was written
     (log,) = scripted_server.requests
-    sent = [t - log.send_times[0] for t in log.send_times]
-    got = [t - arr[0] for t in arr]
-    assert got == pytest.approx(sent, abs=TOL_S)
-    assert rec["ttfa_s"] == arr[0] and 0 < arr[0] <= arr[1]
+    assert log.write_bytes == [4800, 4800, 96000]
+    (t_origin,) = origins
+    assert_causal(rec, log, t_origin)
+    assert rec["ttfa_s"] == rec["read_arrival_s"][0] and 0 < arr[0] <= arr[1] <= arr[2]
     assert rec["wall_s"] >= arr[-1]
     assert rec["audio_s"] == pytest.approx(105600 / 48000)
     assert summary["n_ok"] == 1 and summary["error_rate"] == 0.0
 
 
-def test_figures_of_a_stalled_stream(scripted_server: ScriptedServer, tmp_path: Path):
-    # 0.1 s of audio, then the next 0.1 s only 0.5 s later: the player runs dry for 0.4 s.
-    scripted_server.default = Script(chunks=((0.0, 4800), (0.5, 4800)))
+def test_figures_of_a_stalled_stream(
+    scripted_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # 0.1 s of audio, then the next 0.1 s 0.5 s later, each its own read (wait_for_read).
+    # How long the player ran dry depends on when this machine read them (0.4 s when on
+    # time: worked by hand in tests/unit/test_metrics.py); what holds under any load is
+    # that the record's figures are the player model's of its own reads.
+    script = Script(chunks=((0.0, 4800), (0.5, 4800)), wait_for_read=True)
+    scripted_server.default = script
+    origins = run_origins(monkeypatch)
     _, (rec,) = _run(scripted_server, tmp_path, ["x"])
-    assert rec["max_underrun_s"] == pytest.approx(0.4, abs=TOL_S)
-    assert rec["underrun_events"] == 1
-    assert rec["continuity_ok"] is False
-    assert rec["stalls"] == 1
-    assert rec["stall_s"] == pytest.approx(0.4, abs=TOL_S)
-    # the record's figures are exactly metrics' figures of its own timeline
-    pcm = pcm_for(Script(chunks=((0.0, 4800), (0.5, 4800))), 24000)
-    again = metrics.record_metrics(rec, pcm)  # from its reads (issue 22: read level)
-    assert {k: rec[k] for k in again} == again
+    assert rec["ok"], rec["error"]
+    assert rec["read_bytes"] == [4800, 4800]
+    (log,) = scripted_server.requests
+    assert_causal(rec, log, origins[0])
+    # from its reads (issue 22: read level), stalls and underrun among them
+    assert_figures_are_the_players(rec, pcm_for(script, 24000))
 
 
 def test_continuous_stream_and_leading_silence(scripted_server: ScriptedServer, tmp_path: Path):
@@ -115,7 +122,7 @@ def test_failures_are_records_and_the_run_goes_on(scripted_server: ScriptedServe
     srv.add_script("cut", Script(mode="cut", cut_after=2, chunks=((0, 4800),) * 4))
     srv.add_script("reset", Script(mode="reset"))
     srv.add_script("odd", Script(chunks=((0, 4801), (0.01, 4800))))
-    srv.add_script("stall", Script(chunks=((0, 4800), (5.0, 4800))))
+    srv.add_script("stall", Script(chunks=((0, 4800), (60.0, 4800))))
     srv.add_script("empty", Script(mode="empty"))
     texts = ["boom a", "json b", "cut c", "reset d", "odd e", "stall f", "empty g", "fine h"]
     summary, records = _run(srv, tmp_path, texts, concurrency=4, timeout_s=1.0)
@@ -137,8 +144,9 @@ def test_failures_are_records_and_the_run_goes_on(scripted_server: ScriptedServe
     assert err("reset d")["type"] == "connection" and err("reset d")["status"] is None
     assert err("odd e")["type"] == "odd_bytes" and "9601" in err("odd e")["message"]
     assert err("stall f")["type"] == "timeout"
-    # Given up at the 1 s timeout: before the server's next chunk (5 s), not after it.
-    assert 1.0 <= by_text["stall f"]["wall_s"] < 5.0
+    # Given up at the 1 s timeout, with what had come: the next chunk is 60 s away. (How
+    # soon after 1 s it gave up depends on the machine's load: not asserted.)
+    assert by_text["stall f"]["chunk_bytes"] == [4800]
     assert err("empty g")["type"] == "empty"
     assert by_text["fine h"]["ok"] is True
     assert summary["n_failed"] == 7 and summary["error_rate"] == pytest.approx(7 / 8)
@@ -147,17 +155,20 @@ def test_failures_are_records_and_the_run_goes_on(scripted_server: ScriptedServe
     assert summary["errors_by_type"]["timeout"] == 1
 
 
-def test_sse_stream_is_decoded_event_by_event(scripted_server: ScriptedServer, tmp_path: Path):
+def test_sse_stream_is_decoded_event_by_event(
+    scripted_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     scripted_server.default = Script(chunks=((0, 4800), (0.25, 4800), (0.05, 2400)))
     scripted_server.add_script(
         "bad", Script(mode="sse_error", cut_after=1, message="oom", chunks=((0, 4800),) * 2)
     )
+    origins = run_origins(monkeypatch)
     _, records = _run(scripted_server, tmp_path, ["good", "bad x"], stream_format="sse")
     good, bad = sorted(records, key=lambda r: r["text"], reverse=True)
     assert good["ok"], good["error"]
     assert good["chunk_bytes"] == [4800, 4800, 2400]
-    arr = good["chunk_arrival_s"]
-    assert arr[1] - arr[0] == pytest.approx(0.25, abs=TOL_S)
+    good_log = next(log for log in scripted_server.requests if log.body["input"] == "good")
+    assert_causal(good, good_log, origins[0])  # events: never before the server wrote them
     assert bad["error"]["type"] == "sse_error" and bad["error"]["message"] == "oom"
     assert bad["chunk_bytes"] == [4800]
     bodies = [r.body for r in scripted_server.requests]

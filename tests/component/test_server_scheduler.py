@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from thetalker.server import scheduler as scheduler_module
 from thetalker.server.app import make_app
 from thetalker.server.engine import FakeEngine
 from thetalker.server.pieces import (
@@ -109,15 +110,39 @@ def words(stream: int, n: int = N_WORDS) -> str:
     return " ".join(f"s{stream}w{i}" for i in range(n))
 
 
-def log_render_order(engine: FakeEngine) -> list[int]:
+class VirtualClock:
+    """The scheduler's clock (`time.perf_counter`) moved only by the fake backend's set work
+    times: the deadline policy then decides from those, not from how fast this machine runs
+    them, so its order is the same on any machine."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> VirtualClock:
+    virtual = VirtualClock()
+    monkeypatch.setattr(scheduler_module, "time", virtual)  # the scheduler's clock only
+    return virtual
+
+
+def log_render_order(engine: FakeEngine, clock: VirtualClock | None = None) -> list[int]:
     """The stream of each piece in the order the backend rendered it (one worker: the
-    scheduler's dispatch order); the list grows as the engine runs."""
+    scheduler's dispatch order); the list grows as the engine runs. With `clock`, each piece
+    advances it by the work time the fake backend is set to (one worker: no overlap)."""
     order: list[int] = []
     render = engine.fake.render
 
     def logged(worker: Any, piece: Any, speed: float, index: int) -> bytes:
         order.append(int(str(piece.payload).split("w", 1)[0][1:]))  # "s3w0 s3w1" -> 3
-        return render(worker, piece, speed, index)
+        pcm = render(worker, piece, speed, index)
+        if clock is not None:  # before the scheduler hears the piece is done
+            fake = engine.fake
+            clock.now += fake.first_delay_s if index == 0 else fake.sentence_delay_s
+        return pcm
 
     engine.fake.render = logged  # type: ignore[method-assign]
     return order
@@ -128,10 +153,12 @@ def positions(order: list[int], n: int) -> list[list[int]]:
     return [[i for i, s in enumerate(order) if s == k] for k in range(n)]
 
 
-async def run_streams(engine: FakeEngine, n: int) -> list[list[int]]:
+async def run_streams(
+    engine: FakeEngine, n: int, clock: VirtualClock | None = None
+) -> list[list[int]]:
     """Open `n` streams at once (stream k reads `words(k)`); per stream, the places of its
     pieces in the order the engine rendered them."""
-    order = log_render_order(engine)
+    order = log_render_order(engine, clock)
     await engine.start()
 
     async def one(k: int) -> int:
@@ -176,14 +203,17 @@ async def test_fifo_keeps_gaps_short_and_lets_first_audio_grow() -> None:
 
 
 @pytest.mark.parametrize("policy", ["round_robin", "deadline"])
-async def test_fair_policy_starts_everyone_and_stretches_gaps_evenly(policy: str) -> None:
-    fair = await run_streams(overloaded(policy), 8)
-    fifo = await run_streams(overloaded("fifo"), 8)
-    # Every stream's first piece comes before any stream's second.
-    assert max(t[0] for t in fair) < min(t[1] for t in fair)
-    # First audio stays low: the last stream starts far sooner than under fifo (in pieces
-    # rendered before it).
-    assert max(t[0] for t in fair) < 0.5 * max(t[0] for t in fifo)
+async def test_fair_policy_starts_everyone_and_stretches_gaps_evenly(
+    policy: str, clock: VirtualClock
+) -> None:
+    fair = await run_streams(overloaded(policy), 8, clock)
+    fifo = await run_streams(overloaded("fifo"), 8, clock)
+    # First audio stays low: every stream's first piece comes first, in arrival order, so
+    # stream k waits for k pieces (under fifo, for 4k: the whole of each stream before it).
+    assert [t[0] for t in fair] == list(range(8))
+    assert [t[0] for t in fifo] == [4 * k for k in range(8)]
+    if policy == "round_robin":  # its order needs no clock: one piece per stream in turn
+        assert fair == [[k, k + 8, k + 16, k + 24] for k in range(8)]
     # Gaps (pieces of other streams in between) stretch alike for every stream, and are
     # longer than fifo's.
     mean_gaps = [statistics.mean(gaps(t)) for t in fair]

@@ -7,7 +7,20 @@ or one of the failures a real server shows (an HTTP error with a JSON body, 200 
 a body cut mid-way, a connection dropped before the response, an SSE stream ending in an
 error event). Sockets get TCP_NODELAY, as uvicorn and aiohttp set it, so a small chunk is
 not held back by Nagle's algorithm. Each chunk's real send time (`time.perf_counter()`,
-system-wide, comparable with a client's in another process) is logged.
+system-wide, comparable with a client's in another process) is logged, and so is the time
+just before each audio write (`RequestLog.write_starts`, with `write_bytes`): no byte of a
+write can reach a client earlier, so a client's stamp of it is never smaller (a causal fact
+a test can assert under any load, unlike a tolerance around the schedule).
+
+Deterministic reads (`Script.wait_for_read`): before each audio write after the first, the
+server waits until a client in this same process has read everything sent so far: the
+server's send queue is empty (all of it acknowledged, so in the client's receive queue) and
+the client's socket (found among /proc/self/fd: the socket whose name is this connection's
+peer) has 0 unread bytes (FIONREAD). Then it waits the delay or part gap and writes. Each
+write then reaches the client's receive loop as a read of its own (the loop hands the data
+to the reading coroutine before it reads the socket again), so `read_bytes` is the write
+sizes whatever the machine's load. A client in another process is not found: the stream
+fails (RuntimeError) rather than silently losing the guarantee.
 
 Which script a request follows: the first word of its `input` when that names a script
 added with `add_script` (e.g. input "cut hello"), else the server's default script.
@@ -27,10 +40,14 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import fcntl
 import json
 import math
+import os
 import socket
+import stat
 import sys
+import termios
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -77,6 +94,9 @@ class Script:
         write): the chunk stays one HTTP chunk but goes out in several socket writes,
         `part_gap_s` apart, as a large chunk reaches a client over a real network. Each
         write's send time is logged (`RequestLog.part_times`). Empty: one write per chunk.
+    wait_for_read: before every audio write but the first, wait until the client (in this
+        process) has read everything sent so far, then the delay or part gap: the client's
+        reads are then exactly the writes (`RequestLog.write_bytes`).
     """
 
     chunks: tuple[tuple[float, int], ...] = ((0.0, 4800),)
@@ -90,6 +110,9 @@ class Script:
     response_delay_s: float = 0.0  # before the response headers
     parts: tuple[int, ...] = ()
     part_gap_s: float = 0.0
+    # Before each audio write after the first: wait until the (in-process) client has read
+    # all that was sent (module docstring), so each write is one client read.
+    wait_for_read: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -110,7 +133,15 @@ class RequestLog:
     send_times: list[float] = field(default_factory=list)  # after each chunk's write
     sizes: list[int] = field(default_factory=list)  # audio bytes (decoded, for SSE)
     part_times: list[list[float]] = field(default_factory=list)  # per chunk, after each write
+    # Per audio write (a chunk, a part of one, an SSE event): the time just before it and
+    # its audio bytes. Nothing of a write can arrive before its start.
+    write_starts: list[float] = field(default_factory=list)
+    write_bytes: list[int] = field(default_factory=list)
     finished: bool = False
+
+    def write_started(self, nbytes: int) -> None:
+        self.write_starts.append(time.perf_counter())
+        self.write_bytes.append(nbytes)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -120,6 +151,8 @@ class RequestLog:
             "send_times": self.send_times,
             "sizes": self.sizes,
             "part_times": self.part_times,
+            "write_starts": self.write_starts,
+            "write_bytes": self.write_bytes,
             "finished": self.finished,
         }
 
@@ -270,6 +303,8 @@ class ScriptedServer:
             if script.mode == "cut" and i >= script.cut_after:
                 _close(request)
                 return resp
+            if script.wait_for_read and log.write_bytes:
+                await _until_read(request)
             due += delay_s
             wait = due - time.perf_counter()
             if wait > 0:
@@ -277,6 +312,7 @@ class ScriptedServer:
             if nbytes > 0 and script.parts:
                 await _write_in_parts(request, pcm[pos : pos + nbytes], script, log)
             elif nbytes > 0:
+                log.write_started(nbytes)
                 await resp.write(pcm[pos : pos + nbytes])
                 log.send_times.append(time.perf_counter())
                 log.sizes.append(nbytes)
@@ -309,6 +345,7 @@ class ScriptedServer:
                 "audio": base64.b64encode(audio).decode("ascii"),
                 "response_format": fmt,
             }
+            log.write_started(nbytes)
             await resp.write(f"data: {json.dumps(event)}\n\n".encode())
             log.send_times.append(time.perf_counter())
             log.sizes.append(nbytes)
@@ -383,15 +420,71 @@ async def _write_in_parts(
     cuts.append(data[pos:])
     times: list[float] = []
     for i, part in enumerate(cuts):
+        if i and script.wait_for_read:
+            await _until_read(request)
         if i:
             await asyncio.sleep(script.part_gap_s)
         head = f"{len(data):x}\r\n".encode() if i == 0 else b""
         tail = b"\r\n" if i == len(cuts) - 1 else b""
+        log.write_started(len(part))
         transport.write(head + part + tail)
         times.append(time.perf_counter())
     log.part_times.append(times)
     log.send_times.append(times[-1])
     log.sizes.append(len(data))
+
+
+READ_WAIT_LIMIT_S = 120.0  # a client that never reads: the stream fails, the test with it
+_POLL_S = 0.001
+OUTQ = termios.TIOCOUTQ  # on a TCP socket: SIOCOUTQ, bytes sent and not yet acknowledged
+
+
+def _queued(fd: int, request_code: int) -> int:
+    """FIONREAD (unread bytes) or TIOCOUTQ (sent bytes not yet acknowledged) of a socket."""
+    buf = fcntl.ioctl(fd, request_code, b"\0\0\0\0")
+    return int.from_bytes(buf, sys.byteorder, signed=True)
+
+
+def _peer_socket(own: socket.socket) -> socket.socket:
+    """The other end of `own`, a socket of this process: a duplicate of the descriptor
+    whose name is `own`'s peer and whose peer is `own` (the caller closes it)."""
+    here, there = own.getsockname(), own.getpeername()
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError, ValueError):
+            fd = int(name)
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            sock = socket.socket(fileno=os.dup(fd))
+            try:
+                named = sock.type == socket.SOCK_STREAM and sock.getsockname() == there
+                if named and sock.getpeername() == here:
+                    return sock
+            except OSError:
+                pass
+            sock.close()
+    raise RuntimeError(f"wait_for_read: no socket of this process is the client at {there}")
+
+
+async def _until_read(request: web.Request) -> None:
+    """Wait until the client has read everything this connection sent: nothing left in
+    the transport's buffer nor unacknowledged in the send queue (so all of it is in the
+    client's receive queue), then nothing unread there (so the client has it)."""
+    transport = request.transport
+    own = transport.get_extra_info("socket") if transport is not None else None
+    if transport is None or own is None:
+        raise RuntimeError("wait_for_read: the connection has no socket")
+    peer = _peer_socket(own)
+    try:
+        deadline = time.monotonic() + READ_WAIT_LIMIT_S
+        while time.monotonic() < deadline:
+            # In this order: all of it in the client's queue, then none of it left there.
+            acked = transport.get_write_buffer_size() == 0 and not _queued(own.fileno(), OUTQ)
+            if acked and not _queued(peer.fileno(), termios.FIONREAD):
+                return
+            await asyncio.sleep(_POLL_S)
+        raise RuntimeError(f"wait_for_read: the client read nothing in {READ_WAIT_LIMIT_S} s")
+    finally:
+        peer.close()
 
 
 def _nodelay(request: web.Request) -> None:

@@ -20,7 +20,11 @@ def in_ci() -> bool:
 
 
 def unavailable(reason: str) -> None:
-    """Skip with `reason`, or fail with it under CI (never returns)."""
+    """Skip with `reason`, or fail with it under CI (never returns).
+
+    The skip is reported at the test's own location (`-rs` names the test, not this
+    helper), as a `skipif` mark's is: pytest's Skipped with `_use_item_location`, the flag
+    its own skip marks set (a keyword of Skipped since pytest 7)."""
     if in_ci():
         pytest.fail(f"{reason} (CI=true: a tier that cannot run fails the run)", pytrace=False)
-    pytest.skip(reason)
+    raise pytest.skip.Exception(reason, _use_item_location=True)

@@ -121,7 +121,7 @@ def test_bisection_of_request_rates():
     assert find_capacity(results).label(" req/s") == "3.125 req/s"
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.integers(1, 200))
 def test_unlimited_bisection_finds_any_knee_inside_the_grid(knee):
     # loads <= knee hold; with enough steps bisection lands exactly on the knee

@@ -94,7 +94,7 @@ def test_audible_first_audio_is_never_before_first_byte(tl, silence_s, amplitude
 # --- intervals ---------------------------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.integers(1, 200), st.data())
 def test_wilson_contains_the_estimate_and_is_never_certain(n, data):
     k = data.draw(st.integers(0, n))
@@ -104,7 +104,7 @@ def test_wilson_contains_the_estimate_and_is_never_certain(n, data):
     assert ci.low < 100.0 and ci.high > 0.0
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(st.integers(1, 50), st.data(), st.integers(2, 4))
 def test_wilson_narrows_with_more_requests(n, data, factor):
     k = data.draw(st.integers(0, n))
@@ -124,14 +124,14 @@ def runs(draw, min_size: int = 2, max_size: int = 30):
     ]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(runs())
 def test_rtfx_bootstrap_contains_the_estimate(records):
     ci = rtfx_bootstrap(records, n_resamples=2000)
     assert ci.low - 1e-9 <= ci.value <= ci.high + 1e-9
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=20)
 @given(runs(min_size=4))
 def test_rtfx_bootstrap_narrows_with_more_requests(records):
     # the same requests four times over, in the same window: the spread of their sum
@@ -143,7 +143,7 @@ def test_rtfx_bootstrap_narrows_with_more_requests(records):
     assert width_lots <= width_few * 0.75 + 1e-9
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(st.lists(st.floats(0.01, 5.0), min_size=2, max_size=40), st.sampled_from([50, 90]))
 def test_percentile_interval_contains_the_estimate(values, q):
     ci = percentile_interval(values, q, n_resamples=2000)

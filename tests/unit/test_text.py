@@ -112,7 +112,7 @@ _TEXT = st.lists(st.one_of(_TRICKY, st.text(min_size=1, max_size=12)), min_size=
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(text=_TEXT, max_chars=st.integers(min_value=1, max_value=80))
 def test_parts_rejoin_to_the_text_none_empty_none_over_the_limit(text: str, max_chars: int) -> None:
     parts = split_sentences(text, max_chars=max_chars)
@@ -122,7 +122,7 @@ def test_parts_rejoin_to_the_text_none_empty_none_over_the_limit(text: str, max_
     assert all(len(p) <= max_chars for p in parts)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(words=st.lists(st.from_regex(r"[A-Za-z]{1,8}", fullmatch=True), min_size=1, max_size=40))
 def test_plain_sentences_come_back_one_part_each(words: list[str]) -> None:
     sentences = [f"{w.capitalize()} spoke well." for w in words]
