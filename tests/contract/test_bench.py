@@ -85,7 +85,7 @@ def test_engine_failure_is_filed_by_what_the_client_saw(
             assert "scheduled failure" in r["error"]["message"]
 
 
-def test_slow_first_chunk_comes_last_in_first_audio_order(qwen, tmp_path):
+def test_slow_first_chunk_is_never_heard_before_its_delay(qwen, tmp_path):
     texts = ["Quick one.", "Slow to start. [first-delay=1.0]", "Quick again."]
     records, summary, err = bench(
         qwen, tmp_path, texts,
@@ -95,10 +95,11 @@ def test_slow_first_chunk_comes_last_in_first_audio_order(qwen, tmp_path):
     slow = [r for r in records if "first-delay" in r["text"]]
     quick = [r for r in records if "first-delay" not in r["text"]]
     assert slow and quick
-    # An ordering with a 1 s floor, not a speed figure: the delayed request's first audio
-    # cannot come sooner than its scheduled delay, and it comes after every other's.
+    # A causal floor, not a speed figure: the delayed request's first audio cannot come
+    # sooner than its scheduled delay. (That it comes after the quick ones' would hold only
+    # while no quick request is held up for a second: a load-dependent order, not asserted.)
     assert all(s["ttfa_s"] >= 1.0 for s in slow)
-    assert min(s["ttfa_s"] for s in slow) > max(q["ttfa_s"] for q in quick)
+    assert all(q["ttfa_s"] > 0 for q in quick)
 
 
 def test_unknown_speaker_stops_at_the_sample_rate_request(qwen, tmp_path):
