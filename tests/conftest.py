@@ -12,6 +12,8 @@ in sessions of their own whose whole tree is stopped on a timeout
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,8 +34,49 @@ LONG_TIMEOUT_S = 900  # a slow test, or one that may be the first to start a ses
 SESSION_RUNS = {"default_workflow_run", "quality_run", "report_html", "after_first_command"}
 
 
+# The suite runs on 2 pytest-xdist workers (pyproject.toml: `-n 2 --dist loadgroup`). Tests
+# sharing an expensive fixture go to one worker, so it is made once: the session runs by name
+# (the first of these in a test's fixtures), any other session or module fixture of the suite
+# by name and module; the Slurm tests share one cluster and queue, so they run on one worker.
+SHARED_FIRST = ("default_workflow_run", "quality_run", "published_dry_run")
+
+# GPU slots are node-wide files (thetalker/lifecycle/gpu_slots.py): a test run never touches
+# the node's real ones, nor do its two workers share theirs.
+os.environ["THETALKER_GPU_SLOTS_DIR"] = tempfile.mkdtemp(prefix="thetalker-test-gpu-slots-")
+
+
+def _shared_group(item: pytest.Item) -> str | None:
+    if item.get_closest_marker("slurm") is not None:
+        return "slurm"
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    names = info.names_closure
+    for name in SHARED_FIRST:
+        if name in names:
+            return name
+    for name in names:
+        defs = info.name2fixturedefs.get(name)
+        if not defs or not defs[-1].baseid:  # pytest's and plugins' own (tmp_path_factory)
+            continue
+        if defs[-1].scope == "session":
+            return name
+        if defs[-1].scope == "module":
+            return f"{item.nodeid.split('::')[0]}::{name}"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Per-tier time limits, unless a test sets its own with `pytest.mark.timeout`."""
+    """Per-tier time limits, unless a test sets its own with `pytest.mark.timeout`; the
+    xdist group of each test that shares an expensive fixture (`_shared_group`)."""
+    groups = {item.nodeid: _shared_group(item) for item in items}
+    for item in items:
+        if groups[item.nodeid] is not None:
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    # The longest groups first (a worker each), so that neither is the run's tail; the
+    # order of tests never matters otherwise.
+    items.sort(key=lambda item: groups[item.nodeid] not in SHARED_FIRST[:2])
     for item in items:
         if item.get_closest_marker("timeout") is not None:
             continue
