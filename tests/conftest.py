@@ -13,6 +13,7 @@ in sessions of their own whose whole tree is stopped on a timeout
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,12 @@ SESSION_RUNS = {"default_workflow_run", "quality_run", "report_html", "after_fir
 # (the first of these in a test's fixtures), any other session or module fixture of the suite
 # by name and module; the Slurm tests share one cluster and queue, so they run on one worker.
 SHARED_FIRST = ("default_workflow_run", "quality_run", "published_dry_run")
+
+# A suite started in the background of a non-interactive shell (`cmd &`) inherits SIGINT
+# ignored, and so would every process a test starts: the Ctrl-C tests would see their bench,
+# Snakemake or launcher deaf to it. Python's own handler is put back (exec makes it SIG_DFL).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # GPU slots are node-wide files (thetalker/lifecycle/gpu_slots.py): a test run never touches
 # the node's real ones, nor do its two workers share theirs.
