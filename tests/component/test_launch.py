@@ -321,6 +321,47 @@ def test_sigterm_to_the_launcher_leaves_no_server_and_no_mps(tmp_path, monkeypat
     assert not pid_alive(daemon)
 
 
+def test_a_sigkilled_launchers_server_and_mps_daemon_are_stopped_by_the_rerun(
+    tmp_path, monkeypatch, capfd
+):
+    """SIGKILL (no cleanup runs) while the server loads inside its MPS daemon: both are left,
+    and the next launch of the same job stops both before it starts its own."""
+    monkeypatch.setenv("STANDIN_MODE", "hang")
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    ready, log = tmp_path / "ready.json", tmp_path / "server.log"
+    child = subprocess.Popen([sys.executable, str(script), str(QWEN.path), str(log), str(ready)])
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and child.poll() is None:
+            if log.exists() and "still loading" in log.read_text():
+                break
+            time.sleep(0.05)
+        assert child.poll() is None, "the launcher exited before the kill"
+        left = server_pids(log)
+        (daemon,) = mps_pids(tmp_path)
+        child.kill()
+        child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert left and all(pid_alive(p) for p in left) and pid_alive(daemon)
+    assert (tmp_path / "server.mps.json").exists()
+    monkeypatch.delenv("STANDIN_MODE")
+    with launch_server(vllm_spec(tmp_path, mps=True)) as server:
+        assert not any(group_alive(p) for p in left)
+        assert not pid_alive(daemon)
+        assert server.pid not in left
+        new_daemons = [p for p in mps_pids(tmp_path) if p != daemon]
+        assert len(new_daemons) == 1 and pid_alive(new_daemons[0])
+    err = capfd.readouterr().err
+    assert "stopping leftover server PID" in err and "stopping leftover MPS daemon" in err
+    assert not pid_alive(new_daemons[0])
+    assert not (tmp_path / "server.mps.json").exists()
+    assert not (tmp_path / "server.pid.json").exists()
+
+
 # --- voices ----------------------------------------------------------------------------------
 
 

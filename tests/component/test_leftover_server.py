@@ -23,7 +23,13 @@ import pytest
 from tests.support.paths import REPO
 from tests.support.processes import pid_alive
 from thetalker.lifecycle.launch import ServerSpec, ServerStartError, launch_server
-from thetalker.lifecycle.leftover import find_leftover, group_members, start_ticks, write_record
+from thetalker.lifecycle.leftover import (
+    TOKEN_VAR,
+    find_leftover,
+    group_members,
+    start_ticks,
+    write_record,
+)
 
 SLOW = REPO / "tests" / "support" / "slow_stop_server.py"
 STANDINS = REPO / "tests" / "standins"
@@ -146,6 +152,38 @@ def test_a_sigkilled_launchers_server_is_found_and_stopped_on_the_rerun(launcher
     assert "stopping leftover server PID" in capfd.readouterr().err
     assert not any(pid_alive(p) for p in new)
     assert not record_path.exists()
+
+
+def test_a_server_whose_launcher_died_before_recording_its_pid_is_found_by_its_token(
+    tmp_path, capfd
+):
+    """The record is written before the start, naming the server by a token in its
+    environment: a launcher killed between the start and the PID's record leaves a server
+    the next run finds and stops."""
+    record_path = tmp_path / "server.pid.json"
+    write_record(record_path, pid=None, port=1, host="127.0.0.1", command=SLEEP, token="t0k3n")
+    assert find_leftover(record_path) is None  # nothing runs with the token yet
+    orphan = subprocess.Popen(SLEEP, env={**os.environ, TOKEN_VAR: "t0k3n"}, start_new_session=True)
+    other = subprocess.Popen(
+        SLEEP, env={**os.environ, TOKEN_VAR: "another"}, start_new_session=True
+    )
+    try:
+        found = find_leftover(record_path)
+        assert found is not None and found.pgid == orphan.pid and found.launcher_pid is None
+        spec = ServerSpec(launcher="vllm-omni", model_id="m", executable=str(SLOW),
+                          log_path=tmp_path / "server.log", health_timeout_s=60,
+                          stop_grace_s=1.0, check_gpu=False)  # fmt: skip
+        with launch_server(spec):
+            assert orphan.wait(timeout=30) is not None  # stopped before the new server started
+        assert "stopping leftover server PID" in capfd.readouterr().err
+        assert other.poll() is None  # another token's process is not touched
+    finally:
+        for proc in (orphan, other):
+            proc.kill()
+            proc.wait()
+    for pid in logged_pids(tmp_path / "server.log"):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_record_whose_pid_is_now_another_process_is_ignored(tmp_path):

@@ -124,10 +124,12 @@ def tiny_tmpfs(where: Path, size: str = "64k") -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
-@pytest.mark.parametrize("loop", ["closed", "open"])  # writer thread / writer process
+@pytest.mark.parametrize("loop", ["closed", "open"])  # writer thread (forced) / writer process
 def test_a_full_disk_stops_the_point_at_once_naming_the_records_file(
-    scripted_server: ScriptedServer, tmp_path: Path, loop: str
+    scripted_server: ScriptedServer, tmp_path: Path, loop: str, monkeypatch: pytest.MonkeyPatch
 ):
+    if loop == "closed":
+        monkeypatch.setattr("thetalker.client.sinks.PROCESS_SINK_FROM", 10**9)
     with tiny_tmpfs(tmp_path / "disk") as disk:
         out = disk / "c4"
         kw: dict[str, Any] = {"concurrency": 4}
@@ -149,7 +151,9 @@ def test_a_full_disk_stops_the_point_at_once_naming_the_records_file(
 def test_a_failed_write_mid_run_stops_the_point_without_root(
     scripted_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    """The same without a tmpfs: the 11th write fails as a full disk does (ENOSPC)."""
+    """The same without a tmpfs: the 11th write fails as a full disk does (ENOSPC), in the
+    writer thread (a patch here cannot reach the writer process)."""
+    monkeypatch.setattr("thetalker.client.sinks.PROCESS_SINK_FROM", 10**9)
     real = records_mod.append_record
     written = []
 

@@ -4,8 +4,10 @@ MPS daemon a server may run inside (its pipe and log folders private to the job)
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -30,7 +32,10 @@ __all__ = [
     "MpsDaemon",
     "start_mps",
     "stop_mps",
+    "stop_leftover_mps",
 ]
+
+MPS_RECORD_SCHEMA = "thetalker.mps-record/1"
 
 
 class GpuBusyError(RuntimeError):
@@ -179,9 +184,15 @@ class MpsDaemon:
     env: dict[str, str]  # CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY
     program: str
     pipe_dir: Path
+    record: Path | None = None  # where a killed job's daemon is found (stop_leftover_mps)
 
 
-def start_mps(mps_control: str, log_dir: Path, base_env: dict[str, str]) -> MpsDaemon:
+def start_mps(
+    mps_control: str, log_dir: Path, base_env: dict[str, str], record: Path | None = None
+) -> MpsDaemon:
+    """Start a daemon of the job's own (`-d`, pipe folder private to it). `record` is written
+    before the daemon starts and names its pipe folder: a job SIGKILLed once it is written
+    leaves a daemon the next run of the job stops (`stop_leftover_mps`); `stop_mps` removes it."""
     program = shutil.which(mps_control, path=base_env.get("PATH"))
     if program is None:
         raise MpsStartError(f"MPS requested but {mps_control!r} is not on PATH")
@@ -189,6 +200,9 @@ def start_mps(mps_control: str, log_dir: Path, base_env: dict[str, str]) -> MpsD
     pipe_dir = Path(tempfile.mkdtemp(prefix="thetalker-mps-pipe-"))
     mps_log = Path(tempfile.mkdtemp(prefix="mps-log-", dir=log_dir))
     env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe_dir), "CUDA_MPS_LOG_DIRECTORY": str(mps_log)}
+    daemon = MpsDaemon(env=env, program=program, pipe_dir=pipe_dir, record=record)
+    if record is not None:
+        _write_mps_record(record, daemon)
     # Output to a file, never a pipe: the daemon keeps inherited descriptors open.
     with open(mps_log / "control-start.log", "wb") as out:
         code = subprocess.call(
@@ -201,10 +215,64 @@ def start_mps(mps_control: str, log_dir: Path, base_env: dict[str, str]) -> MpsD
         )
     if code != 0:
         shutil.rmtree(pipe_dir, ignore_errors=True)
+        if record is not None:
+            record.unlink(missing_ok=True)
         raise MpsStartError(
             f"{program} -d exited with code {code}", log_tail(mps_log / "control-start.log")
         )
-    return MpsDaemon(env=env, program=program, pipe_dir=pipe_dir)
+    return daemon
+
+
+def _write_mps_record(path: Path, daemon: MpsDaemon) -> None:
+    record = {
+        "schema_version": MPS_RECORD_SCHEMA,
+        "program": daemon.program,
+        "env": daemon.env,
+        "hostname": socket.gethostname(),
+        "boot_id": _leftover.boot_id(),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def stop_leftover_mps(record: Path, base_env: Mapping[str, str]) -> bool:
+    """Stop the daemon an earlier, killed run of the job left (its record names the pipe
+    folder; `quit` there reaches that daemon and no other). True when there was one to stop.
+    A record from another machine or boot names nothing here and is only removed."""
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        data = None
+    here = (
+        isinstance(data, dict)
+        and data.get("schema_version") == MPS_RECORD_SCHEMA
+        and data.get("hostname") == socket.gethostname()
+        and data.get("boot_id") == _leftover.boot_id()
+        and isinstance(data.get("env"), dict)
+        and isinstance(data.get("program"), str)
+    )
+    if not here:
+        record.unlink(missing_ok=True)
+        return False
+    assert isinstance(data, dict)
+    env = {str(k): str(v) for k, v in data["env"].items()}
+    pipe_dir = Path(env.get("CUDA_MPS_PIPE_DIRECTORY", ""))
+    if not pipe_dir.is_absolute() or not pipe_dir.is_dir():
+        record.unlink(missing_ok=True)  # no pipe folder, no daemon listening in it
+        return False
+    print(
+        f"thetalker.lifecycle.launch: stopping leftover MPS daemon (pipe folder {pipe_dir}), "
+        f"recorded in {record}",
+        file=sys.stderr,
+        flush=True,
+    )
+    stop_mps(MpsDaemon(env=env, program=data["program"], pipe_dir=pipe_dir, record=record),
+             dict(base_env))  # fmt: skip
+    return True
 
 
 def stop_mps(daemon: MpsDaemon, base_env: dict[str, str]) -> None:
@@ -218,5 +286,9 @@ def stop_mps(daemon: MpsDaemon, base_env: dict[str, str]) -> None:
             timeout=60,
             check=False,
         )
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"thetalker.lifecycle.launch: warning: MPS quit failed: {exc}", file=sys.stderr)
     finally:
         shutil.rmtree(daemon.pipe_dir, ignore_errors=True)
+        if daemon.record is not None:
+            daemon.record.unlink(missing_ok=True)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -56,6 +57,7 @@ from thetalker.lifecycle.gpu import (
     gpu_compute_pids,
     gpu_is_empty,
     start_mps,
+    stop_leftover_mps,
     stop_mps,
 )
 from thetalker.lifecycle.processes import (
@@ -281,8 +283,19 @@ def _record_path(spec: ServerSpec, log_path: Path) -> Path:
     return log_path.with_name(log_path.stem + ".pid.json")
 
 
+def _mps_record_path(record_path: Path) -> Path:
+    return record_path.with_name(record_path.name.removesuffix(".pid.json") + ".mps.json")
+
+
 def _clear_leftover(record_path: Path, spec: ServerSpec) -> None:
-    """Stop (or refuse) a server an earlier run of this job left running; see the docstring."""
+    """Stop (or refuse) a server an earlier run of this job left running, then the MPS daemon
+    it ran in (a job SIGKILLed after starting the daemon); see the docstring."""
+    _clear_leftover_server(record_path, spec)
+    with signals_held():
+        stop_leftover_mps(_mps_record_path(record_path), os.environ)
+
+
+def _clear_leftover_server(record_path: Path, spec: ServerSpec) -> None:
     found = _leftover.find_leftover(record_path)
     if found is None:
         _leftover.remove_record(record_path)
@@ -393,24 +406,34 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
             if backend.launch.check_gpu and spec.check_gpu:
                 check_gpu_empty()
             if spec.mps:
-                mps = start_mps(spec.mps_control, log_path.parent, base_env)
+                mps = start_mps(
+                    spec.mps_control, log_path.parent, base_env, _mps_record_path(record_path)
+                )
                 set_env.update(mps.env)
         except (GpuBusyError, MpsStartError) as exc:
             raise ServerStartError(str(exc), getattr(exc, "log_tail", "")) from None
         serving_env = _probe(spec, cmd, {**os.environ, **set_env})
+        token = secrets.token_hex(12)
+        # Before the start, naming the server by its token: a launcher killed from here on
+        # leaves a server the next run finds (thetalker.lifecycle.leftover.group_by_token).
+        _leftover.write_record(
+            record_path, pid=None, port=port, host=spec.host, command=shown, token=token
+        )
         with open(log_path, "ab") as log:
             log.write(f"# thetalker.lifecycle.launch: {' '.join(shown)}\n".encode())
             log.flush()
             proc = subprocess.Popen(
                 cmd,
-                env={**os.environ, **set_env},
+                env={**os.environ, **set_env, _leftover.TOKEN_VAR: token},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        # At once, before the health wait: a launcher killed now leaves a findable server.
-        _leftover.write_record(record_path, pid=proc.pid, port=port, host=spec.host, command=shown)
+        # At once, before the health wait: the PID, for the record and the messages.
+        _leftover.write_record(
+            record_path, pid=proc.pid, port=port, host=spec.host, command=shown, token=token
+        )
         base_url = f"http://{spec.host}:{port}"
         ready_path = spec.ready_path or backend.ready_path or "/health"
         _wait_healthy(proc, base_url, spec.health_timeout_s, log_path, shown, ready_path)
@@ -438,6 +461,8 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
                 stop_process_group(proc, spec.stop_grace_s)
                 if not group_alive(proc.pid):
                     _leftover.remove_record(record_path)
+            else:  # never started: the record written before the start names nothing
+                _leftover.remove_record(record_path)
         finally:
             try:
                 if mps is not None:

@@ -30,6 +30,9 @@ __all__ = [
     "RECORD_SCHEMA",
     "Leftover",
     "start_ticks",
+    "boot_id",
+    "TOKEN_VAR",
+    "group_by_token",
     "write_record",
     "read_record",
     "remove_record",
@@ -63,7 +66,8 @@ def start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
-def _boot_id() -> str | None:
+def boot_id() -> str | None:
+    """This boot's id: a PID in a record means something only on the boot that wrote it."""
     try:
         return (_PROC / "sys/kernel/random/boot_id").read_text().strip()
     except OSError:
@@ -95,17 +99,33 @@ def describe_pid(pid: int) -> str:
     return f"PID {pid} ({text[:120]})" if text else f"PID {pid}"
 
 
-def write_record(path: Path, *, pid: int, port: int, host: str, command: list[str]) -> None:
-    """Write the server's record atomically (``command`` already redacted)."""
+# Set in the server's environment: the record written before the server starts names it by
+# this token, so a launcher SIGKILLed between the start and the PID's record leaves a
+# server the next run still finds (in /proc/PID/environ, which its children inherit).
+TOKEN_VAR = "THETALKER_SERVER_TOKEN"
+
+
+def write_record(
+    path: Path,
+    *,
+    pid: int | None,
+    port: int,
+    host: str,
+    command: list[str],
+    token: str | None = None,
+) -> None:
+    """Write the server's record atomically (``command`` already redacted). ``pid`` None:
+    the record written before the start, naming the server by its ``token`` only."""
     record = {
         "schema_version": RECORD_SCHEMA,
         "pid": pid,
         "pgid": pid,  # start_new_session: the leader's PID is the group's id
+        "token": token,
         "port": port,
         "host": host,
         "hostname": socket.gethostname(),
-        "boot_id": _boot_id(),
-        "start_ticks": start_ticks(pid),
+        "boot_id": boot_id(),
+        "start_ticks": start_ticks(pid) if pid is not None else None,
         "command": command,
         "launcher_pid": os.getpid(),
         "launcher_start_ticks": start_ticks(os.getpid()),
@@ -123,9 +143,30 @@ def read_record(path: Path) -> dict[str, Any] | None:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(record, dict) or not isinstance(record.get("pgid"), int):
+    if not isinstance(record, dict):
+        return None
+    pending = record.get("pgid") is None and isinstance(record.get("token"), str)
+    if not isinstance(record.get("pgid"), int) and not pending:
         return None
     return record
+
+
+def group_by_token(token: str) -> int | None:
+    """The process group of a live process started with ``TOKEN_VAR=token`` (a server whose
+    launcher died before recording its PID), None when none runs."""
+    needle = f"{TOKEN_VAR}={token}".encode()
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            fields = _stat_fields(int(entry.name))
+            if fields and len(fields) > 2 and fields[0] not in ("Z", "X"):
+                return int(fields[2])
+    return None
 
 
 def remove_record(path: Path) -> None:
@@ -181,8 +222,14 @@ def find_leftover(path: Path, warn: Callable[[str], None] | None = None) -> Left
     record = read_record(path)
     if record is None:
         return None
-    if record.get("hostname") != socket.gethostname() or record.get("boot_id") != _boot_id():
+    if record.get("hostname") != socket.gethostname() or record.get("boot_id") != boot_id():
         return None  # written on another machine, or before a reboot: its PIDs mean nothing here
+    if record["pgid"] is None:  # written before the start; the launcher died before the PID
+        found = group_by_token(record["token"])
+        if found is None:
+            return None
+        ticks = start_ticks(found)
+        record = {**record, "pid": found, "pgid": found, "start_ticks": ticks}
     pid, pgid = record.get("pid"), record["pgid"]
     if pid != pgid:  # write_record makes the leader's PID the group's id, always
         say(
