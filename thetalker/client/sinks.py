@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import queue
 import sys
@@ -192,9 +194,26 @@ def _writer_context() -> Any:
     CPU, before the scored requests), each later one in the same process a fork. Never a
     plain fork of this process: its threads (the sampler's, aiohttp's resolver) could hold
     locks the child would inherit held. The server ends when this process does."""
+    global _server_stop_registered
     mp = multiprocessing.get_context("forkserver")
     mp.set_forkserver_preload([__name__])
+    if not _server_stop_registered:
+        atexit.register(_stop_writer_server)
+        _server_stop_registered = True
     return mp
+
+
+_server_stop_registered = False
+
+
+def _stop_writer_server() -> None:
+    """At exit, stop the fork server and wait for it: it would end on its own once this
+    process is gone, but a moment later, and a run's processes must be gone when it is."""
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    stop = getattr(server, "_stop", None)  # the standard library's own (for its tests)
+    if stop is not None:
+        with contextlib.suppress(OSError, ChildProcessError):
+            stop()
 
 
 def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
