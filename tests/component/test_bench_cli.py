@@ -102,6 +102,10 @@ def test_unreachable_server_exits_1(prompts_file: Path, tmp_path: Path, capsys):
         (["--response-format", "mp3"], "--response-format"),
         (["--request-rate", "-1"], "request_rate"),
         (["--progress-interval", "0"], "--progress-interval"),
+        (["--onset-threshold-dbfs", "3"], "option field onset.threshold_dbfs: must be below 0"),
+        (["--onset-hop-s", "0.05"], "option field onset.hop_s: 0.05 s is longer than frame_s"),
+        (["--onset-run-frames", "0"], "option field onset.run_frames: must be at least 1"),
+        (["--onset-frame-s", "nan"], "option field onset.frame_s: must be a finite number"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(
@@ -275,3 +279,29 @@ def test_flag_defaults_are_the_bench_options_defaults():
     assert [
         f.name for f in fields(BenchOptions) if getattr(opts, f.name) != getattr(default, f.name)
     ] == []
+
+
+def test_onset_flags_reach_the_options():
+    from thetalker.cli.bench import build_parser, options_from_args
+    from thetalker.metrics import OnsetSettings
+
+    argv = ["--texts-jsonl", "p.jsonl", "--out-dir", "out", "--onset-threshold-dbfs", "-30",
+            "--onset-frame-s", "0.04", "--onset-hop-s", "0.02",
+            "--onset-run-frames", "3"]  # fmt: skip
+    opts = options_from_args(build_parser().parse_args(argv))
+    assert opts.onset == OnsetSettings(threshold_dbfs=-30.0, frame_s=0.04, hop_s=0.02, run_frames=3)
+    assert opts.onset.label() == "abs-30dBFS/40ms/20ms/3"
+
+
+def test_a_run_with_an_onset_flag_records_its_rule(
+    scripted_server: ScriptedServer, prompts_file: Path, tmp_path: Path
+):
+    out = tmp_path / "out"
+    argv = ["--base-url", scripted_server.base_url, "--texts-jsonl", str(prompts_file),
+            "--requests", "2", "--warmup", "0", "--sample-rate", "24000", "--speaker", "ryan",
+            "--onset-threshold-dbfs=-30", "--out-dir", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    assert {r["audible_onset_rule"] for r in read_records(out / "records.jsonl")} == {
+        "abs-30dBFS/20ms/10ms/2"
+    }
+    assert read_json(out / "summary.json")["audible_onset"]["threshold_dbfs"] == -30.0

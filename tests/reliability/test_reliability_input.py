@@ -135,6 +135,43 @@ CASES = [
     ("duplicate-request-keys", _set("requests", {1: 2, "01": 5}), "requests", "concurrency 1"),
     ("nan-timeout", _set("request_timeout_s", float("nan")), "request_timeout_s", "nan"),
     ("underscore-name", _rename_system("lo_cal"), "lo_cal", "does not match"),
+    # The audible onset's settings (thetalker.metrics.OnsetSettings): one line each.
+    (
+        "onset-threshold-0",
+        _set("audible_onset", {"threshold_dbfs": 0}),
+        "audible_onset.threshold_dbfs",
+        "config field audible_onset.threshold_dbfs: must be below 0 dBFS, full scale (got 0)",
+    ),
+    (
+        "onset-frame-0",
+        _set("audible_onset", {"frame_s": 0}),
+        "audible_onset.frame_s",
+        "config field audible_onset.frame_s: must be above 0 s (got 0)",
+    ),
+    (
+        "onset-run-0",
+        _set("audible_onset", {"run_frames": 0}),
+        "audible_onset.run_frames",
+        "config field audible_onset.run_frames: must be at least 1 (got 0)",
+    ),
+    (
+        "onset-unknown-key",
+        _set("audible_onset", {"thresh": -30}),
+        "audible_onset.thresh",
+        "config field audible_onset.thresh: unknown onset setting",
+    ),
+    (
+        "onset-nan",
+        _set("audible_onset", {"threshold_dbfs": float("nan")}),
+        "audible_onset.threshold_dbfs",
+        "config field audible_onset.threshold_dbfs: nan is not a finite number",
+    ),
+    (
+        "onset-hop-past-frame",
+        _set("audible_onset", {"hop_s": 0.05}),
+        "audible_onset.hop_s",
+        "config field audible_onset.hop_s: 0.05 s is longer than frame_s 0.02 s",
+    ),
 ]
 
 
@@ -156,9 +193,10 @@ def _one_line_naming(output: str, *words: str) -> str | None:
 
 
 # Every case is checked in-process, through the functions rules/common.smk calls; these few
-# also through Snakemake itself (one of each kind: prompts, schema, deploy file, names, clip).
+# also through Snakemake itself (one of each kind: prompts, schema, deploy file, names, clip,
+# a job value said of the config: the onset).
 END_TO_END = {"broken-json-line", "wrong-type", "deploy-bad-yaml", "underscore-name"}
-END_TO_END |= {"missing-clip"}
+END_TO_END |= {"missing-clip", "onset-hop-past-frame"}
 
 
 def test_the_in_process_checks_are_the_ones_common_smk_runs(bad_workflow: Path) -> None:

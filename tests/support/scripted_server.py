@@ -113,6 +113,9 @@ class Script:
     # Before each audio write after the first: wait until the (in-process) client has read
     # all that was sent (module docstring), so each write is one client read.
     wait_for_read: bool = False
+    # A hand-made payload (s16le) in place of the silence and tone, cut into the chunks (past
+    # its end: zeros), for a test that needs a stream of set levels (an onset's threshold).
+    pcm: bytes | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -158,8 +161,11 @@ class RequestLog:
 
 
 def pcm_for(script: Script, sample_rate: int, nbytes: int | None = None) -> bytes:
-    """The payload a script sends: `leading_silence_s` of zeros, then a tone (s16le)."""
+    """The payload a script sends: `leading_silence_s` of zeros, then a tone (s16le); or its
+    hand-made `pcm`, padded with zeros to the chunks' bytes."""
     nbytes = script.total_bytes if nbytes is None else nbytes
+    if script.pcm is not None:
+        return script.pcm[:nbytes].ljust(nbytes, b"\x00")
     n_samples = (nbytes + 1) // 2
     t = np.arange(n_samples) / sample_rate
     tone = (8000 * np.sin(2 * math.pi * script.tone_hz * t)).astype("<i2")

@@ -9,9 +9,13 @@ import numpy as np
 import pytest
 
 from thetalker.metrics import (
+    DEFAULT_ONSET,
     OLD_ONSET_RULE,
     ContinuityStats,
     Interval,
+    MixedOnsetRulesError,
+    OnsetError,
+    OnsetSettings,
     StallStats,
     audible_onset_s,
     compute_continuity_stats,
@@ -24,6 +28,9 @@ from thetalker.metrics import (
     playback_time_s,
     point_cost,
     point_intervals,
+    point_onset,
+    record_metrics,
+    record_onset,
     repeats_interval,
     request_metrics,
     rtfx_bootstrap,
@@ -228,6 +235,145 @@ def test_old_records_keep_their_audibility_and_name_their_rule():
     s = summarize_point([old])
     assert s["audible_pct"] == 100.0
     assert s["audible_onset_rule"] == OLD_ONSET_RULE
+
+
+# --- onset settings a run states ----------------------------------------------------------
+
+# -40 dBFS: 32768 * 10^(-40/20) = 327.7 -> 328 (-39.99 dBFS): active at -45, not at -30;
+# -29 dBFS: 1162.6 -> 1163 (-28.99 dBFS): active at both.
+A_40_DBFS, A_29_DBFS = 328, 1163
+AT_30_DBFS = OnsetSettings(threshold_dbfs=-30.0)
+
+
+def quiet_then_loud() -> np.ndarray:
+    """0.3 s of zeros, 0.3 s at -40 dBFS, 0.4 s at -29 dBFS (hand-made, 24 kHz)."""
+    return np.concatenate(
+        [
+            np.zeros(int(0.3 * RATE), np.int16),
+            _square(0.3, A_40_DBFS),
+            _square(0.4, A_29_DBFS),
+        ]
+    )
+
+
+def test_a_minus_30_dbfs_threshold_finds_the_onset_later():
+    pcm = quiet_then_loud()
+    # -45: the frame at 0.29 s holds 10 ms of the -40 dBFS square (328 * sqrt(1/2) = 232,
+    # -43 dBFS): active, as is 0.30 s, so the onset is 0.29 s.
+    assert audible_onset_s(pcm, RATE) == pytest.approx(0.29)
+    # -30: the quiet part is not active; the frame at 0.59 s mixes both squares
+    # (sqrt((328^2 + 1163^2) / 2) = 854, -31.7 dBFS): not active; 0.60 and 0.61 s are.
+    assert audible_onset_s(pcm, RATE, AT_30_DBFS) == pytest.approx(0.60)
+    figs = request_metrics([0.1], [pcm.nbytes], pcm, RATE, onset=AT_30_DBFS)
+    assert figs["audible_onset_rule"] == "abs-30dBFS/20ms/10ms/2"
+    assert figs["leading_silence_s"] == pytest.approx(0.60)
+    assert figs["ttfa_audible_s"] == pytest.approx(0.70)
+
+
+def test_a_stream_audible_at_minus_45_is_inaudible_at_minus_30():
+    pcm = np.concatenate([np.zeros(int(0.3 * RATE), np.int16), _square(0.5, A_40_DBFS)])
+    assert audible_onset_s(pcm, RATE) == pytest.approx(0.29)
+    figs = request_metrics([0.1], [pcm.nbytes], pcm, RATE, onset=AT_30_DBFS)
+    assert figs["audible"] is False and figs["ttfa_audible_s"] is None
+
+
+def test_run_frames_frame_and_hop_are_the_detectors():
+    pcm = quiet_then_loud()
+    # 3 in a row: 0.29, 0.30, 0.31 s are active at -45; the onset is still 0.29 s.
+    assert audible_onset_s(pcm, RATE, OnsetSettings(run_frames=3)) == pytest.approx(0.29)
+    # 40 ms frames every 20 ms at -30: the frame at 0.58 s holds 20 ms of each square
+    # (-31.7 dBFS), the one at 0.60 s only the loud one: the onset is 0.60 s.
+    wide = OnsetSettings(threshold_dbfs=-30.0, frame_s=0.04, hop_s=0.02)
+    assert audible_onset_s(pcm, RATE, wide) == pytest.approx(0.60)
+    assert wide.label() == "abs-30dBFS/40ms/20ms/2"
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        DEFAULT_ONSET,
+        AT_30_DBFS,
+        OnsetSettings(-50.5, 0.025, 0.0125, 3),
+        OnsetSettings(-60.0, 0.01, 0.005, 1),
+    ],
+)
+def test_a_label_gives_its_settings_back(settings):
+    assert OnsetSettings.from_label(settings.label()) == settings
+    assert settings.problem() is None
+
+
+def test_the_default_is_the_public_reports_rule():
+    assert DEFAULT_ONSET.label() == "abs-45dBFS/20ms/10ms/2"
+    assert OnsetSettings.from_spec(None) == OnsetSettings.from_spec({}) == DEFAULT_ONSET
+    assert OnsetSettings.from_spec({"threshold_dbfs": -30}) == AT_30_DBFS
+    assert OnsetSettings.from_spec({"threshold_dbfs": -30}).to_dict()["threshold_dbfs"] == -30.0
+    with pytest.raises(ValueError, match="no label of the absolute onset rule"):
+        OnsetSettings.from_label(OLD_ONSET_RULE)
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "why"),
+    [
+        ({"threshold_dbfs": 0}, "threshold_dbfs", "below 0 dBFS"),
+        ({"threshold_dbfs": 3.0}, "threshold_dbfs", "below 0 dBFS"),
+        ({"threshold_dbfs": float("nan")}, "threshold_dbfs", "finite number"),
+        ({"threshold_dbfs": float("-inf")}, "threshold_dbfs", "finite number"),
+        ({"threshold_dbfs": "-45"}, "threshold_dbfs", "finite number"),
+        ({"frame_s": 0}, "frame_s", "above 0 s"),
+        ({"hop_s": -0.01}, "hop_s", "above 0 s"),
+        ({"hop_s": 0.03}, "hop_s", "longer than frame_s"),
+        ({"run_frames": 0}, "run_frames", "at least 1"),
+        ({"run_frames": 2.0}, "run_frames", "integer"),
+        ({"run_frames": True}, "run_frames", "integer"),
+        ({"frame_s": 0.0123456789}, "frame_s", "6 significant digits"),
+        ({"threshold": -30}, "threshold", "unknown onset setting"),
+    ],
+)
+def test_bad_onset_settings_are_refused_naming_the_field(spec, field, why):
+    with pytest.raises(OnsetError) as refused:
+        OnsetSettings.from_spec(spec)
+    assert refused.value.field == field and why in refused.value.why
+    assert str(refused.value).startswith(f"{field}: ")
+
+
+def test_a_record_is_recomputed_by_the_rule_it_names():
+    pcm = quiet_then_loud()
+    rec = {
+        "request_index": 3,
+        "chunk_arrival_s": [0.1],
+        "chunk_bytes": [pcm.nbytes],
+        "sample_rate": RATE,
+        **request_metrics([0.1], [pcm.nbytes], pcm, RATE, onset=AT_30_DBFS),
+    }
+    assert record_onset(rec) == AT_30_DBFS
+    again = record_metrics(rec, pcm)
+    assert again["leading_silence_s"] == pytest.approx(0.60) == rec["leading_silence_s"]
+    assert again["audible_onset_rule"] == "abs-30dBFS/20ms/10ms/2"
+    # Another rule only when asked for; a record without a rule: today's default.
+    assert record_metrics(rec, pcm, onset=DEFAULT_ONSET)["leading_silence_s"] == pytest.approx(0.29)
+    old = {k: v for k, v in rec.items() if k != "audible_onset_rule"}
+    assert record_metrics(old, pcm)["leading_silence_s"] == pytest.approx(0.29)
+    with pytest.raises(ValueError, match="record 3: audible_onset_rule 'peak/9' is no rule"):
+        record_metrics({**rec, "audible_onset_rule": "peak/9"}, pcm)
+
+
+def test_a_point_of_mixed_onset_rules_says_so():
+    at_45 = {**_rec(0, 0.0, 1.0), "audible": True, "audible_onset_rule": DEFAULT_ONSET.label()}
+    at_30 = [
+        {**_rec(i, 0.0, 1.0), "audible": True, "audible_onset_rule": AT_30_DBFS.label()}
+        for i in (1, 2)
+    ]
+    assert point_onset(at_30) == AT_30_DBFS
+    assert summarize_point(at_30)["audible_onset_rule"] == "abs-30dBFS/20ms/10ms/2"
+    with pytest.raises(MixedOnsetRulesError) as mixed:
+        point_onset([at_45, *at_30])
+    assert str(mixed.value) == (
+        "records measured with 2 audible onset rules: abs-30dBFS/20ms/10ms/2 (2 records), "
+        "abs-45dBFS/20ms/10ms/2 (1 record)"
+    )
+    assert summarize_point([at_45, *at_30])["audible_onset_rule"] == (
+        "mixed: abs-30dBFS/20ms/10ms/2; abs-45dBFS/20ms/10ms/2"
+    )
 
 
 def test_audible_onset_plays_later_when_player_stalled_first():

@@ -272,3 +272,30 @@ def test_report_settings_parse_json_or_a_file_and_name_a_bad_field(tmp_path):
     path.write_text(text.replace('"grid"', '"grids"'))
     with pytest.raises(ReportSettingsError, match=r"settings\.json: .*missing grid"):
         ReportSettings.parse(str(path))
+
+
+def test_captions_name_the_onset_rule_the_points_used(tmp_path, capsys):
+    import pandas as pd
+
+    default = metrics.DEFAULT_ONSET.label()
+    assert common.onset_words(pd.DataFrame({"audible_onset_rule": [default]})) == (
+        "the -45 dBFS onset"
+    )
+    assert common.onset_words(pd.DataFrame({"x": [1]})) == "the -45 dBFS onset"
+    at_30 = pd.DataFrame({"audible_onset_rule": ["abs-30dBFS/20ms/10ms/2", None]})
+    words = common.onset_words(at_30, detail=True)
+    assert words.startswith("the onset by abs-30dBFS/20ms/10ms/2 (threshold dBFS RMS after")
+    assert "-45 dBFS" not in words
+    # A point whose records used two rules: its row says so, and points warns naming them.
+    records = [make_record(i) for i in range(3)]
+    for i, rec in enumerate(records):
+        rec.update(audible=True, audible_onset_rule=default if i else "abs-30dBFS/20ms/10ms/2")
+    path = write_point(tmp_path, "a", "m", 1, records)
+    row = points.point_row(path)
+    assert row["audible_onset_rule"] == f"mixed: abs-30dBFS/20ms/10ms/2; {default}"
+    err = capsys.readouterr().err
+    assert err == (
+        f"warning: {path}: records measured with 2 audible onset rules: "
+        f"abs-30dBFS/20ms/10ms/2 (1 record), {default} (2 records); its audible figures "
+        "pool them\n"
+    )

@@ -419,3 +419,106 @@ def test_capacity_slo_is_checked_and_filled_from_report(workdir):
     wer["quality"]["at_speed_points"] = False
     with pytest.raises(wfc.ConfigError, match="max_wer_pct: needs quality.at_speed_points"):
         wfc.check_config(wer)
+
+
+def test_audible_onset_defaults_are_the_public_rule_and_keep_the_params(workdir):
+    from thetalker.metrics import DEFAULT_ONSET, OnsetSettings
+    from thetalker.pipeline.serve_and_sweep import bench_options
+
+    schema = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
+    settings = schema["properties"]["audible_onset"]["properties"]
+    assert {k: v["default"] for k, v in settings.items()} == DEFAULT_ONSET.spec()
+    config = checked(load("config.yaml"))
+    assert config["audible_onset"] == DEFAULT_ONSET.spec()  # stated in the embedded default
+    # Stated, or left out, the default rule is no job field: earlier runs keep their params.
+    stated = wfc.bench_job(config, "local", "piper-joe")
+    del config["audible_onset"]
+    unstated = wfc.bench_job(checked(config), "local", "piper-joe")
+    assert stated.to_json() == unstated.to_json()
+    assert "audible_onset" not in json.loads(stated.to_json())
+    assert stated.onset == DEFAULT_ONSET
+    assert bench_options(stated, "http://127.0.0.1:1", 1, None).onset == DEFAULT_ONSET
+    assert OnsetSettings.from_spec(checked(config)["audible_onset"]) == DEFAULT_ONSET
+
+
+def test_a_stated_audible_onset_reaches_the_job_and_the_client_options(workdir):
+    from thetalker.metrics import OnsetSettings
+    from thetalker.pipeline.serve_and_sweep import bench_options
+
+    config = load("config.yaml")
+    config["audible_onset"] = {"threshold_dbfs": -30}  # the others: the schema's defaults
+    config = checked(config)
+    wfc.check_config(config)
+    job = wfc.bench_job(config, "local", "piper-joe")
+    spec = {"threshold_dbfs": -30.0, "frame_s": 0.02, "hop_s": 0.01, "run_frames": 2}
+    assert json.loads(job.to_json())["audible_onset"] == spec
+    assert BenchJob.from_json(job.to_json()) == job
+    assert job.onset == OnsetSettings(threshold_dbfs=-30.0)
+    opts = bench_options(job, "http://127.0.0.1:1", 2, None)
+    assert opts.onset.label() == "abs-30dBFS/20ms/10ms/2"
+    # Another rule is another job (its records would differ), the quality run's too.
+    default = checked(load("config.yaml"))
+    assert job.to_json() != wfc.bench_job(default, "local", "piper-joe").to_json()
+    quality = wfc.quality_run_config(config, "piper-joe")
+    assert wfc.bench_job(quality, "local", "piper-joe").onset == job.onset
+
+
+@pytest.mark.parametrize(
+    ("onset", "message"),
+    [
+        ({"threshold_dbfs": float("nan")}, "config field audible_onset.threshold_dbfs: nan is not"),
+        (
+            {"hop_s": 0.05},
+            "config field audible_onset.hop_s: 0.05 s is longer than frame_s 0.02 s",
+        ),
+        (
+            {"frame_s": 0.0123456789},
+            "config field audible_onset.frame_s: 0.0123456789 would be labelled",
+        ),
+    ],
+)
+def test_bad_audible_onset_values_are_refused_naming_the_field(onset, message):
+    config = checked({**load("config.yaml"), "audible_onset": onset})
+    with pytest.raises(wfc.ConfigError) as refused:
+        wfc.check_config(config)
+    assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("onset", "message"),
+    [
+        ({"threshold_dbfs": 0}, "audible_onset.threshold_dbfs: must be below 0 dBFS, full scale"),
+        ({"frame_s": 0}, "audible_onset.frame_s: must be above 0 s (got 0)"),
+        ({"hop_s": -0.01}, "audible_onset.hop_s: must be above 0 s (got -0.01)"),
+        ({"run_frames": 0}, "audible_onset.run_frames: must be at least 1 (got 0)"),
+        ({"threshold": -30}, "audible_onset.threshold: unknown onset setting (known: thresh"),
+    ],
+)
+def test_audible_onset_ranges_and_keys_are_one_line_naming_the_field(onset, message):
+    config = checked({**load("config.yaml"), "audible_onset": onset})  # the schema passes it
+    with pytest.raises(wfc.ConfigError) as refused:
+        wfc.check_config(config)
+    assert str(refused.value).startswith(f"config field {message}")
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("onset", "field"), [({"run_frames": 1.5}, "run_frames"), ({"frame_s": "x"}, "frame_s")]
+)
+def test_the_schema_refuses_audible_onset_values_of_another_type(onset, field):
+    config = {**load("config.yaml"), "audible_onset": onset}
+    with pytest.raises(jsonschema.ValidationError) as info:
+        validate(config)
+    assert field in str(info.value)
+
+
+def test_a_job_spec_with_a_bad_onset_is_refused_naming_the_field():
+    good = json.loads(PINNED_JOB)
+    for onset, message in [
+        ({"threshold_dbfs": 3}, "job field audible_onset.threshold_dbfs: must be below 0 dBFS"),
+        ({"run_frames": 0}, "job field audible_onset.run_frames: must be at least 1"),
+        ({"colour": 1}, "job field audible_onset.colour: unknown onset setting"),
+    ]:
+        with pytest.raises(BenchJobError) as refused:
+            BenchJob.from_json(json.dumps({**good, "audible_onset": onset}))
+        assert str(refused.value).startswith(message)

@@ -38,6 +38,7 @@ from thetalker.client.progress import (
     format_point_end,
 )
 from thetalker.data.prompts import PromptError, load_prompts
+from thetalker.metrics.onset import OnsetSettings
 from thetalker.pipeline.verdicts import point_failure
 from thetalker.util.redact import redact_url
 
@@ -162,6 +163,25 @@ def build_parser() -> argparse.ArgumentParser:
     audio.add_argument(
         "--threshold", type=float, default=_DEFAULT.threshold_s, help="continuity threshold, s"
     )
+    onset = p.add_argument_group(
+        "audible onset (thetalker.metrics.onset; defaults: the public report's rule)"
+    )
+    onset.add_argument(
+        "--onset-threshold-dbfs", type=float, default=_DEFAULT.onset.threshold_dbfs, metavar="DB",
+        help="a frame is active at this RMS, dBFS after DC removal (default %(default)g)",
+    )  # fmt: skip
+    onset.add_argument(
+        "--onset-frame-s", type=float, default=_DEFAULT.onset.frame_s, metavar="S",
+        help="frame length, s (default %(default)g)",
+    )  # fmt: skip
+    onset.add_argument(
+        "--onset-hop-s", type=float, default=_DEFAULT.onset.hop_s, metavar="S",
+        help="a frame every S seconds, at most the frame (default %(default)g)",
+    )  # fmt: skip
+    onset.add_argument(
+        "--onset-run-frames", type=int, default=_DEFAULT.onset.run_frames, metavar="N",
+        help="active frames in a row that make the onset (default %(default)d)",
+    )  # fmt: skip
     agent = p.add_argument_group("agent mode (text streamed in over a WebSocket)")
     field_flag = functools.partial(_field_flag, agent)
     field_flag(
@@ -277,6 +297,12 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         timeout_s=args.timeout,
         save_audio_dir=args.save_audio,
         threshold_s=args.threshold,
+        onset=OnsetSettings(
+            threshold_dbfs=args.onset_threshold_dbfs,
+            frame_s=args.onset_frame_s,
+            hop_s=args.onset_hop_s,
+            run_frames=args.onset_run_frames,
+        ),
         check_sample_rate=args.sample_rate is not None and not args.trust_sample_rate,
     )
 

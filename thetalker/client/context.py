@@ -126,9 +126,11 @@ def figures_of(
     ok: bool,
     read_arrival_s: list[float] | None = None,
     read_bytes: list[int] | None = None,
+    onset: metrics.OnsetSettings = metrics.DEFAULT_ONSET,
 ) -> RequestFigures:
     """The per-request figures of a timeline (thetalker.metrics), from the reads when there
-    are any; a failed request is never continuous, since a player could not have played it."""
+    are any, the audible onset by `onset` (the run's `BenchOptions.onset`); a failed request
+    is never continuous, since a player could not have played it."""
     figures = RequestFigures.from_metrics(
         metrics.request_metrics(
             arrivals,
@@ -138,6 +140,7 @@ def figures_of(
             threshold_s,
             read_arrival_s=read_arrival_s,
             read_bytes=read_bytes,
+            onset=onset,
         )
     )
     return figures if ok else dataclasses.replace(figures, continuity_ok=False)

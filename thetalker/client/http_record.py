@@ -58,7 +58,9 @@ def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
     reads = None if read_times is None else [t - t_send for t in read_times]
     ok = failure is None
     usable = pcm[: len(pcm) - len(pcm) % 2]
-    figures = figures_of(arrivals, sizes, usable, rate, opts.threshold_s, ok, reads, read_sizes)
+    figures = figures_of(
+        arrivals, sizes, usable, rate, opts.threshold_s, ok, reads, read_sizes, opts.onset
+    )
     trace = ex.trace
     if "connect_end" in trace and "connect_start" in trace:
         t_connect: float | None = trace["connect_end"] - trace["connect_start"]

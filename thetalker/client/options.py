@@ -79,6 +79,9 @@ class BenchOptions:
     check_sample_rate: bool = False
     # The server kind (thetalker.backends): which body, stream, socket and errors it speaks.
     server: str = "vllm-omni"
+    # The audible onset's settings (thetalker.metrics.onset; default: the public report's
+    # -45 dBFS rule), named in every record's audible_onset_rule and in the summary.
+    onset: metrics.OnsetSettings = metrics.DEFAULT_ONSET
 
 
 class BenchError(RuntimeError):
@@ -149,6 +152,11 @@ def validate_options(opts: BenchOptions) -> None:
         )
     if not (math.isfinite(opts.threshold_s) and opts.threshold_s > 0):
         bad("threshold_s", f"must be a finite number of seconds > 0 (got {opts.threshold_s})")
+    if not isinstance(opts.onset, metrics.OnsetSettings):
+        bad("onset", f"must be thetalker.metrics.OnsetSettings (got {opts.onset!r})")
+    onset_problem = opts.onset.problem()
+    if onset_problem is not None:
+        bad(f"onset.{onset_problem.field}", onset_problem.why)
     bad("max_error_rate", fraction(opts.max_error_rate))
     if opts.task_type == "Base" and not (opts.ref_audio or opts.voice):
         bad("task_type", "Base needs ref_audio (with ref_text) or voice")

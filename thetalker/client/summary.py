@@ -61,7 +61,7 @@ def point_summary(
             "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
             "aiohttp_version": aiohttp.__version__,
             "options": options_dict(opts),
-            "audible_onset": metrics.DEFAULT_ONSET.to_dict(),  # the onset rule's settings
+            "audible_onset": opts.onset.to_dict(),  # the settings the records' onsets used
             # The agent mode's first audio and lags (thetalker.metrics.summarize_agent).
             "agent": metrics.summarize_agent(records) if opts.protocol == "websocket" else None,
         }

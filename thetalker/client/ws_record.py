@@ -159,7 +159,7 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
     arrivals = [t - t_send for t in ex.times]
     usable = pcm[: len(pcm) - len(pcm) % 2]
     ok = failure is None
-    figures = figures_of(arrivals, sizes, usable, rate, opts.threshold_s, ok)
+    figures = figures_of(arrivals, sizes, usable, rate, opts.threshold_s, ok, onset=opts.onset)
     text_s = [t - t_send for t in ex.text_times]
     done_s = ex.t_input_done - t_send if ex.t_input_done is not None else None
     agent = metrics.agent_figures(

@@ -15,10 +15,10 @@ gets a neutral, documented answer rather than an exception, so one bad record ne
 stops a summary, and a bad timeline never yields a plausible-looking number.
 
 By job: `stream` (one request's timeline: continuity, stalls, playback), `onset` (the audible
-onset, absolute -45 dBFS rule), `players` (continuity under named player models, the start
-buffer), `point` (per-request
-metrics, point summaries, cost), `intervals` (bootstrap, Wilson, t; WER's too) and `agent`
-(the voice-agent mode). Everything is re-exported here: `from thetalker import metrics`.
+onset, absolute rule: -45 dBFS by default), `players` (continuity under named player models,
+the start buffer), `point` (per-request metrics, point summaries, cost), `intervals`
+(bootstrap, Wilson, t; WER's too) and `agent` (the voice-agent mode).
+Everything is re-exported here: `from thetalker import metrics`.
 """
 
 from thetalker.metrics.agent import *  # noqa: F403

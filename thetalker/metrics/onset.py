@@ -10,18 +10,42 @@ are looked at (a tail shorter than a frame is not).
 
 No onset means *inaudible*: `audible_onset_s` answers None, never 0, so a server that
 streams silence never gets a perfect audible first audio. Pure numpy, no I/O.
+
+Those four settings are the default (`DEFAULT_ONSET`); a run may state others (the workflow's
+`audible_onset` config key, `thetalker-bench --onset-*`, `BenchOptions.onset`). Every record
+names the rule it was measured by (`audible_onset_rule`, `OnsetSettings.label()`), and
+`OnsetSettings.from_label` reads that name back, so a record's figures are recomputed by its
+own rule. `OnsetSettings.from_spec` builds settings from a mapping of some of the fields (the
+others the defaults) and `problem()` says why settings cannot be used (`OnsetError`: the field
+and why), each check written once here for the config, the job spec and the options.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
 
-__all__ = ["OnsetSettings", "DEFAULT_ONSET", "audible_onset_s"]
+__all__ = ["OnsetSettings", "OnsetError", "DEFAULT_ONSET", "ONSET_FIELDS", "audible_onset_s"]
 
 _FULL_SCALE = 32768.0
+
+
+class OnsetError(ValueError):
+    """Onset settings that cannot be used: `field` (threshold_dbfs, frame_s, hop_s,
+    run_frames; a key of a spec) and `why`; the message is `{field}: {why}`."""
+
+    def __init__(self, field: str, why: str) -> None:
+        super().__init__(f"{field}: {why}")
+        self.field, self.why = field, why
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -40,10 +64,85 @@ class OnsetSettings:
             f"{self.hop_s * 1000:g}ms/{self.run_frames}"
         )
 
+    def spec(self) -> dict[str, Any]:
+        """The four settings by name (what `from_spec` takes)."""
+        return asdict(self)
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "dc_removal": "per-frame mean", "rule": self.label()}
+        """The summary's `audible_onset`: the settings, the DC removal and the label."""
+        return {**self.spec(), "dc_removal": "per-frame mean", "rule": self.label()}
+
+    def problem(self) -> OnsetError | None:
+        """Why these settings cannot be used (the first bad field), or None: every number
+        finite, the threshold below full scale (< 0 dBFS), frame and hop above 0 s with the
+        hop no longer than the frame (no sample skipped), at least one frame in a row, and
+        each value said exactly by `label()` (at most 6 significant digits, in ms for the
+        times), so the label a record carries gives these settings back."""
+        for name in ("threshold_dbfs", "frame_s", "hop_s"):
+            value = getattr(self, name)
+            if not _is_number(value) or not math.isfinite(value):
+                return OnsetError(name, f"must be a finite number (got {value!r})")
+        if isinstance(self.run_frames, bool) or not isinstance(self.run_frames, int):
+            return OnsetError("run_frames", f"must be an integer (got {self.run_frames!r})")
+        if self.threshold_dbfs >= 0:
+            why = f"must be below 0 dBFS, full scale (got {self.threshold_dbfs:g})"
+            return OnsetError("threshold_dbfs", why)
+        for name in ("frame_s", "hop_s"):
+            if getattr(self, name) <= 0:
+                return OnsetError(name, f"must be above 0 s (got {getattr(self, name):g})")
+        if self.hop_s > self.frame_s:
+            why = f"{self.hop_s:g} s is longer than frame_s {self.frame_s:g} s (samples skipped)"
+            return OnsetError("hop_s", why)
+        if self.run_frames < 1:
+            return OnsetError("run_frames", f"must be at least 1 (got {self.run_frames})")
+        told = OnsetSettings.from_label(self.label())
+        for name, unit in (("threshold_dbfs", "dBFS"), ("frame_s", "ms"), ("hop_s", "ms")):
+            value, said = float(getattr(self, name)), float(getattr(told, name))
+            if not math.isclose(value, said, rel_tol=1e-9, abs_tol=1e-12):
+                why = (
+                    f"{value!r} would be labelled {self.label()}, which does not say it "
+                    f"exactly; give at most 6 significant digits (in {unit})"
+                )
+                return OnsetError(name, why)
+        return None
+
+    def checked(self) -> OnsetSettings:
+        """These settings, or OnsetError naming the first bad field (`problem`)."""
+        problem = self.problem()
+        if problem is not None:
+            raise problem
+        return self
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any] | None) -> OnsetSettings:
+        """Settings from a mapping of some of the four fields (None or {}: the defaults),
+        checked; OnsetError naming an unknown key or the first bad value."""
+        spec = dict(spec or {})
+        unknown = sorted(str(k) for k in set(spec) - set(ONSET_FIELDS))
+        if unknown:
+            known = ", ".join(ONSET_FIELDS)
+            raise OnsetError(unknown[0], f"unknown onset setting (known: {known})")
+        given = cls(**spec).checked()
+        # One form whatever the source wrote (YAML's -30 is -30.0), so equal settings give
+        # equal JSON.
+        return cls(
+            float(given.threshold_dbfs), float(given.frame_s), float(given.hop_s), given.run_frames
+        )
+
+    @classmethod
+    def from_label(cls, label: str) -> OnsetSettings:
+        """The settings a `label()` names (`abs-30dBFS/20ms/10ms/2`); ValueError for a
+        string that is no such label (the old relative rule's included)."""
+        match = _LABEL.fullmatch(str(label))
+        if match is None:
+            raise ValueError(f"{label!r} is no label of the absolute onset rule")
+        threshold, frame_ms, hop_ms, run = match.groups()
+        return cls(float(threshold), float(frame_ms) / 1000, float(hop_ms) / 1000, int(run))
 
 
+_NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+_LABEL = re.compile(rf"abs{_NUMBER}dBFS/{_NUMBER}ms/{_NUMBER}ms/(-?\d+)")
+ONSET_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(OnsetSettings))
 DEFAULT_ONSET = OnsetSettings()
 
 

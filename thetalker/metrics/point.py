@@ -35,6 +35,10 @@ __all__ = [
     "audible_of",
     "is_dropped",
     "OLD_ONSET_RULE",
+    "MIXED_ONSET_RULES",
+    "record_onset",
+    "point_onset",
+    "MixedOnsetRulesError",
     "measurement_window_s",
 ]
 
@@ -117,10 +121,12 @@ def record_metrics(
     record: Mapping[str, Any],
     pcm: bytes | np.ndarray,
     threshold_s: float = CONTINUITY_THRESHOLD_S,
+    onset: OnsetSettings | None = None,
 ) -> dict[str, Any]:
     """A record's figures recomputed from its own timeline and its audio: the reads when the
     record has them (`read_arrival_s`, `read_bytes`), else its server chunks (older records).
-    The audible onset is today's rule (`thetalker.metrics.onset`) whatever the record used."""
+    The audible onset is found by the rule the record was measured with (`record_onset`:
+    its `audible_onset_rule` read back), unless `onset` names another."""
     return request_metrics(
         record["chunk_arrival_s"],
         record["chunk_bytes"],
@@ -129,7 +135,53 @@ def record_metrics(
         threshold_s,
         read_arrival_s=record.get("read_arrival_s"),
         read_bytes=record.get("read_bytes"),
+        onset=record_onset(record) if onset is None else onset,
     )
+
+
+def record_onset(record: Mapping[str, Any]) -> OnsetSettings:
+    """The onset settings a record was measured with: its `audible_onset_rule` read back
+    (`OnsetSettings.from_label`). A record without one (written before the absolute rule,
+    whose relative rule is gone) gets today's default; a label that is no absolute rule's
+    raises ValueError naming the record and the label."""
+    label = record.get("audible_onset_rule")
+    if label is None:
+        return DEFAULT_ONSET
+    try:
+        return OnsetSettings.from_label(label)
+    except ValueError:
+        raise ValueError(
+            f"record {record.get('request_index')}: audible_onset_rule {label!r} is no rule "
+            "thetalker.metrics.onset can apply; pass onset= to recompute it by another"
+        ) from None
+
+
+class MixedOnsetRulesError(ValueError):
+    """A point's records measured by several onset rules (`point_onset`)."""
+
+
+def point_onset(records: Iterable[Mapping[str, Any]]) -> OnsetSettings | None:
+    """The one onset rule a point's scored successful records were measured with (None: no
+    such record; records without a rule: today's default). Records measured by several
+    rules raise MixedOnsetRulesError naming each rule and how many records it found (a
+    point's audible figures never pool two definitions unsaid); one label that is no
+    absolute rule's, ValueError."""
+    counts: dict[str, int] = {}
+    for r in records:
+        if r.get("ok") and not r.get("warmup"):
+            label = str(r.get("audible_onset_rule") or OLD_ONSET_RULE)
+            counts[label] = counts.get(label, 0) + 1
+    if len(counts) > 1:
+        said = ", ".join(
+            f"{label} ({n} record{'' if n == 1 else 's'})" for label, n in sorted(counts.items())
+        )
+        raise MixedOnsetRulesError(
+            f"records measured with {len(counts)} audible onset rules: {said}"
+        )
+    if not counts:
+        return None
+    (label,) = counts
+    return DEFAULT_ONSET if label == OLD_ONSET_RULE else OnsetSettings.from_label(label)
 
 
 def first_byte_from_sent_s(ttfa_s: float | None, request_sent_s: float | None) -> float | None:
@@ -288,8 +340,16 @@ def is_dropped(record: Mapping[str, Any]) -> bool:
 
 
 def _onset_rule(ok: Sequence[Mapping[str, Any]]) -> str | None:
+    """The rule the records' onsets were found by; several: `mixed: A; B` (the audible
+    figures then pool two definitions, and say so)."""
     rules = sorted({str(r.get("audible_onset_rule") or OLD_ONSET_RULE) for r in ok})
-    return "; ".join(rules) if rules else None
+    if len(rules) > 1:
+        return f"{MIXED_ONSET_RULES}{'; '.join(rules)}"
+    return rules[0] if rules else None
+
+
+# The start of a summary's `audible_onset_rule` when its records used several rules.
+MIXED_ONSET_RULES = "mixed: "
 
 
 def usd_per_million_chars(gpu_hour_usd: float, chars_per_s: float | None) -> float | None:

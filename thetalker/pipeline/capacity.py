@@ -87,8 +87,8 @@ class ServiceLevel:
       at most `max_failed_pct` % of the scored requests;
     - continuity under `player_model` (thetalker.metrics.players) at least
       `min_continuity_pct` % (a failed request counts against it);
-    - audible first audio p95 (the -45 dBFS onset, thetalker.metrics.onset) at most
-      `max_audible_p95_s` seconds;
+    - audible first audio p95 (the onset rule the records name, -45 dBFS by default;
+      thetalker.metrics.onset) at most `max_audible_p95_s` seconds;
     - WER at most `max_wer_pct` % on the audio of that load (`wer_pct` in the summary: the
       report takes it from the point's wer.json; the live search cannot measure it, and a
       point without one, a search point, is judged on the other figures);

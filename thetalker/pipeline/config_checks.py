@@ -49,6 +49,7 @@ __all__ = [
     "file_sha256",
     "bench_inputs",
     "bench_job",
+    "audible_onset_spec",
     "quality_settings",
     "quality_run_config",
     "asr_model_arg",
@@ -193,6 +194,7 @@ def check_config(config: Mapping[str, Any]) -> None:
             "config field quality.at_speed_points: needs repeats 1 (a point's rounds are not "
             "transcribed)"
         )
+    _check_audible_onset(config)
     _check_service_level(config)
     _check_no_secrets(config)
     for system in config["systems"]:
@@ -220,6 +222,18 @@ def _check_jobs(config: Mapping[str, Any]) -> None:
                 raise ConfigError(str(exc)) from None
             name = _CONFIG_FIELD.get(exc.field, exc.field).format(system=system, model=model)
             raise ConfigError(field_message("config", name, exc.why)) from None
+
+
+def _check_audible_onset(config: Mapping[str, Any]) -> None:
+    """audible_onset: the settings the detector can use, each range and the keys checked by
+    thetalker.metrics.OnsetSettings (the schema checks only their types), one line naming
+    the field."""
+    from thetalker.metrics.onset import OnsetError, OnsetSettings
+
+    try:
+        OnsetSettings.from_spec(config.get("audible_onset"))
+    except OnsetError as exc:
+        raise ConfigError(field_message("config", f"audible_onset.{exc.field}", exc.why)) from None
 
 
 def _check_service_level(config: Mapping[str, Any]) -> None:
@@ -326,11 +340,27 @@ def bench_job(
         capacity=capacity_search(config),
         **{key: sys_spec[key] for key in _SERVER_KEYS if sys_spec.get(key) is not None},
         max_in_flight=config["max_in_flight"] if config["request_rates"] else None,
+        audible_onset=audible_onset_spec(config),
     )
 
 
 # A system's server keys that go into its job as they are (each absent from older configs).
 _SERVER_KEYS = ("profile", "server", "base_url", "api_key_env", "command", "ready_path")
+
+
+def audible_onset_spec(config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The config's `audible_onset` (the schema fills each setting it leaves out) as the job
+    carries it: None for the default rule, so a config that states the default, or none,
+    keeps the params older specs had; a bad value is passed on as given, for the job's
+    check to name its field."""
+    from thetalker.metrics.onset import DEFAULT_ONSET, OnsetError, OnsetSettings
+
+    spec = config.get("audible_onset") or {}
+    try:
+        settings = OnsetSettings.from_spec(spec)
+    except (OnsetError, TypeError):
+        return dict(spec) if isinstance(spec, Mapping) else spec
+    return None if settings == DEFAULT_ONSET else settings.spec()
 
 
 def capacity_search(config: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thetalker.data import layout
 from thetalker.util.checks import (
@@ -25,6 +25,9 @@ from thetalker.util.checks import (
     positive_int_or_none,
     positive_rate,
 )
+
+if TYPE_CHECKING:
+    from thetalker.metrics.onset import OnsetSettings
 
 __all__ = [
     "BenchJob",
@@ -104,6 +107,17 @@ class BenchJob:
     ready_path: str | None = None  # launcher command: GET answering 200 once ready
     # Open-loop points: arrivals finding this many requests in flight are dropped (None: no cap).
     max_in_flight: int | None = None
+    # The audible onset's settings (thetalker.metrics.onset: threshold_dbfs, frame_s, hop_s,
+    # run_frames), None: the default rule, and then left out of the JSON (older specs keep
+    # their params).
+    audible_onset: Mapping[str, Any] | None = None
+
+    @property
+    def onset(self) -> OnsetSettings:
+        """The job's `thetalker.metrics.OnsetSettings` (the default rule when it states none)."""
+        from thetalker.metrics.onset import OnsetSettings
+
+        return OnsetSettings.from_spec(self.audible_onset)
 
     @property
     def speaks(self) -> str:
@@ -132,6 +146,7 @@ class BenchJob:
             "rate_requests": None if self.rate_requests is None else int(self.rate_requests),
             "capacity": None if self.capacity is None else dict(self.capacity),
             "max_in_flight": None if self.max_in_flight is None else int(self.max_in_flight),
+            "audible_onset": None if self.audible_onset is None else dict(self.audible_onset),
         }
         for name, value in coerce.items():
             object.__setattr__(self, name, value)
@@ -237,6 +252,13 @@ def _check_values(job: BenchJob) -> None:
                 bad("capacity.slo", str(exc))
         if int(job.capacity["max_steps"]) < 0:
             bad("capacity.max_steps", f"must be 0 or more (got {job.capacity['max_steps']})")
+    if job.audible_onset is not None:
+        from thetalker.metrics.onset import OnsetError, OnsetSettings
+
+        try:
+            OnsetSettings.from_spec(job.audible_onset)
+        except OnsetError as exc:
+            bad(f"audible_onset.{exc.field}", exc.why)
     if job.launcher == "local" and job.voice.get("clone"):
         bad("voice.clone", "the local launcher's server cannot clone voices (give a speaker)")
 
@@ -290,6 +312,7 @@ OPTIONAL_JOB_FIELDS: tuple[str, ...] = (
     "command",
     "ready_path",
     "max_in_flight",
+    "audible_onset",
 )
 # The optional fields to_dict leaves out at these values (secret_env: when empty).
 _OMITTED_AT: dict[str, Any] = {
@@ -304,6 +327,7 @@ _OMITTED_AT: dict[str, Any] = {
     "command": None,
     "ready_path": None,
     "max_in_flight": None,
+    "audible_onset": None,
 }
 JOB_FIELDS: tuple[str, ...] = tuple(
     f.name for f in fields(BenchJob) if f.name not in OPTIONAL_JOB_FIELDS

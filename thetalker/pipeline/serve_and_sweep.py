@@ -151,6 +151,7 @@ def bench_options(
         save_audio_dir=str(save_audio_dir) if save_audio_dir else None,
         max_error_rate=job.max_error_rate,
         max_in_flight=job.max_in_flight if load.request_rate is not None else None,
+        onset=job.onset,
         **dict(job.agent or {}),  # the agent mode: protocol and the text's pace
         **_server_options(job),
     )

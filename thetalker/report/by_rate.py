@@ -38,6 +38,7 @@ from thetalker.report.common import (  # noqa: E402
     load_points_or_report,
     markdown_table,
     measured_points,
+    onset_words,
     point_labels,
     save_figure,
     table_figure_parser,
@@ -114,7 +115,7 @@ def by_rate_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence
         )
     title = (
         "By request rate (open loop, the public tts_bench report's load shape): p95 audible "
-        "first audio in ms (the -45 dBFS onset; inaudible streams have none and are counted "
+        f"first audio in ms ({onset_words(points)}; inaudible streams have none and are counted "
         "in audible %), p95 first byte, the share passing the report's stall gate (largest "
         "stall <= 500 ms, total <= 1000 ms), arrivals dropped at max_in_flight (never sent, "
         "not scored), the client's scheduling lag, failures. Percentiles: linear over one "
@@ -146,7 +147,7 @@ def by_rate_figure(
                 ax.plot(xs, ys, marker="o", label=f"{model} {system}")
     ax.set_xlabel("request rate (req/s, Poisson)")
     ax.set_ylabel("audible first audio p95 (ms)")
-    ax.set_title("p95 audible first audio by request rate (-45 dBFS onset)")
+    ax.set_title(f"p95 audible first audio by request rate ({onset_words(points)})")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small")
     save_figure(fig, out, DPI)

@@ -42,6 +42,7 @@ from thetalker.report.common import (  # noqa: E402
     fmt_range,
     load_points_or_report,
     markdown_table,
+    onset_words,
     point_at,
     point_cost_at,
     point_labels,
@@ -200,7 +201,7 @@ def capacity_table(
         'every lower load holding too ("at least": the top point still holds; "never": the '
         "lowest already fails). Broke first: the figures that failed at the first failing "
         "load; cliff: loads above it that held again (the level is not monotone there). "
-        "Audible first audio: the -45 dBFS onset (inaudible streams count as failures). "
+        f"Audible first audio: {onset_words(points)} (inaudible streams count as failures). "
         "TTFA p90 [bootstrap 95%] at that load; the price there and at the headline "
         f"concurrency, at {gpu_hour_usd:g} USD per hour.\n\n"
     )

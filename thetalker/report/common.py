@@ -36,6 +36,7 @@ __all__ = [
     "fmt_pm",
     "fmt_range",
     "failed_mark",
+    "onset_words",
     "markdown_table",
     "write_table",
     "add_point_arguments",
@@ -159,6 +160,30 @@ def failed_mark(summary: Mapping[str, Any] | None) -> str:
     if contaminated is True or str(contaminated).lower() == "true":
         mark += f" {STOCK_CONTAMINATED}"
     return mark
+
+
+def onset_words(points: pd.DataFrame, detail: bool = False) -> str:
+    """How a caption names the audible onset the points' records were measured by
+    (points.csv's `audible_onset_rule`): the public report's -45 dBFS rule (`detail`: its
+    settings in words) when no point names another, else the rules named, so a table of
+    another rule never says -45 dBFS."""
+    from thetalker.metrics import DEFAULT_ONSET
+
+    column = points.get("audible_onset_rule", [])
+    rules = sorted({str(v) for v in column if isinstance(v, str) and v})
+    if not [r for r in rules if r != DEFAULT_ONSET.label()]:
+        if not detail:
+            return "the -45 dBFS onset"
+        return (
+            "the public report's onset: -45 dBFS RMS after per-frame DC removal, 20 ms frames "
+            "every 10 ms, 2 in a row"
+        )
+    named = "; ".join(rules)
+    words = " RMS after per-frame DC removal" if detail else ""
+    return (
+        f"the onset by {named} (threshold dBFS{words}, frame, hop, frames in a row; the "
+        f"public report's rule is {DEFAULT_ONSET.label()})"
+    )
 
 
 def cell_pm(summary: Mapping[str, Any] | None, column: str, digits: int) -> str:

@@ -46,7 +46,9 @@ from thetalker.data.records import RecordError, read_json, read_rounds
 from thetalker.metrics import (
     CONTINUITY_THRESHOLDS_S,
     Interval,
+    MixedOnsetRulesError,
     point_intervals,
+    point_onset,
     summarize_point,
 )
 
@@ -110,6 +112,7 @@ def point_row(
         raise PointPathError(f"{paths[0]}: rounds of different points given together")
     rounds = read_rounds(paths, require_complete=not allow_incomplete)
     pooled = [r for one in rounds for r in one]
+    _warn_mixed_onset(paths[0], pooled)
     summary = flatten(summarize_point(pooled, concurrency=first.concurrency))
     figures = point_intervals(rounds, thresholds_s)
     if len(rounds) > 1:
@@ -141,6 +144,17 @@ def point_row(
         row.update(_interval_columns(name, figures[name]))
     row["records"] = ";".join(str(p) for p in paths)
     return row
+
+
+def _warn_mixed_onset(path: str | Path, records: Sequence[Mapping[str, Any]]) -> None:
+    """A point whose records were measured by several onset rules is said so on stderr (its
+    row's `audible_onset_rule` reads `mixed: ...`): its audible figures pool them."""
+    try:
+        point_onset(records)
+    except MixedOnsetRulesError as exc:
+        print(f"warning: {path}: {exc}; its audible figures pool them", file=sys.stderr)
+    except ValueError:
+        pass  # one rule, though no longer an applicable one: the row names it
 
 
 def _stock_contaminated(paths: Sequence[str | Path]) -> bool | None:

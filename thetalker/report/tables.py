@@ -42,6 +42,7 @@ from thetalker.report.common import (
     load_points_or_report,
     markdown_table,
     measured_points,
+    onset_words,
     point_at,
     point_cost_at,
     point_labels,
@@ -353,8 +354,8 @@ def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[st
         )
     title = (
         "Time to first audio in seconds, over the successful requests: first byte, first "
-        "audible sample (the public report's onset: -45 dBFS RMS after per-frame DC removal, "
-        "20 ms frames every 10 ms, 2 in a row; a stream with no onset is inaudible: it has "
+        f"audible sample ({onset_words(points, detail=True)}; a stream with no onset is "
+        "inaudible: it has "
         "no audible time and counts against audible %, never as audible at once), and "
         "perceived first audio (first byte plus the prebuffer that would have made that "
         "stream gapless, `ttfa_s + max_underrun_s`). [low, high]: the 95% bootstrap interval "
