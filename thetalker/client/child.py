@@ -8,6 +8,7 @@ outright (SIGKILL) cannot stop anything, so each child watches for it and ends b
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import signal
 
@@ -15,13 +16,21 @@ __all__ = ["ParentWatch"]
 
 
 class ParentWatch:
-    """Created first thing in a child: ignores SIGINT and remembers the parent."""
+    """Created first thing in a child: ignores SIGINT (and, with `ignore_term`, SIGTERM) and
+    remembers the parent: the process that started it, through multiprocessing's sentinel
+    where there is one (a process forked by a fork server has that server as its OS parent,
+    which a signal to the group may end while the real parent still runs)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ignore_term: bool = False) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if ignore_term:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        self._starter = multiprocessing.parent_process()
         self._parent = os.getppid()
 
     def parent_alive(self) -> bool:
+        if self._starter is not None:
+            return self._starter.is_alive()
         return os.getppid() == self._parent
 
     async def cancel_when_gone(self, task: asyncio.Task[object], poll_s: float = 0.5) -> None:

@@ -218,7 +218,9 @@ def _stop_writer_server() -> None:
 
 def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
     """The record writer process: exchanges in, fsynced JSONL lines out, until None."""
-    watch = ParentWatch()  # the parent stops it, after its records
+    # The parent stops it, after its records: a SIGTERM to the process group (Slurm's
+    # scancel, a supervisor) must not end it with records still in its queue.
+    watch = ParentWatch(ignore_term=True)
     with contextlib.suppress(OSError):
         os.nice(10)
     done.put(("ready", None))
