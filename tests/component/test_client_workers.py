@@ -29,6 +29,7 @@ from thetalker.client import (
     OptionsError,
     arun_benchmark,
     run_benchmark,
+    sinks,
     validate_options,
 )
 from thetalker.client.options import effective_workers
@@ -240,6 +241,13 @@ def test_stopping_the_parent_stops_every_worker(
     assert summary["complete"] is False and summary["n_scored"] == 4
 
 
+@pytest.fixture
+def writer_process_from_8(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Build records in the writer process from 8 streams up (256 in real runs)."""
+    monkeypatch.setattr(sinks, "PROCESS_SINK_FROM", 8)
+
+
+@pytest.mark.usefixtures("writer_process_from_8")
 def test_many_streams_build_records_in_a_writer_process(
     scripted_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -260,6 +268,7 @@ def test_many_streams_build_records_in_a_writer_process(
     _assert_timelines_follow_the_server(scripted_server, records, origins[0])
 
 
+@pytest.mark.usefixtures("writer_process_from_8")
 async def test_cancel_with_the_writer_process_keeps_every_record(
     scripted_server: ScriptedServer, tmp_path: Path
 ):

@@ -10,9 +10,8 @@ The receive path does as little as possible, because everything done between two
 reads delays the next timestamp: per piece of body it stamps `time.perf_counter()` once and
 appends to three lists. Grouping pieces into the server's chunks (`end_of_http_chunk`),
 SSE decoding, WAV header checks, the figures of `thetalker.metrics`, saving audio and the
-fsynced JSONL write all happen afterwards, in a writer process (forked from a server that
-has the record builder imported, so it shares no GIL with the receive loop); a worker
-builds its records in a writer thread.
+fsynced JSONL write all happen afterwards, in a writer thread (from `PROCESS_SINK_FROM`
+streams, in a writer process, so it shares no GIL with the receive loop).
 
 `workers > 1` spreads the scored requests over spawned processes after the warmup; they
 stamp the same system-wide `perf_counter` and send finished records back to the parent,
