@@ -291,22 +291,34 @@ CHILD = textwrap.dedent(
 )
 
 
+def _start_launcher(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    """The CHILD launcher (MPS on), in a process of its own; its server's log."""
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    log = tmp_path / "server.log"
+    cmd = [sys.executable, str(script), str(QWEN.path), str(log), str(tmp_path / "ready.json")]
+    return subprocess.Popen(cmd), log
+
+
+def _wait_for_phase(child: subprocess.Popen, tmp_path: Path, log: Path, phase: str) -> None:
+    """Until the launcher serves ("serving") or its server is loading ("startup"), or it
+    exits, for 90 s at most."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and child.poll() is None:
+        if phase == "serving" and (tmp_path / "ready.json").exists():
+            return
+        if phase == "startup" and log.exists() and "still loading" in log.read_text():
+            return
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("phase", ["serving", "startup"])
 def test_sigterm_to_the_launcher_leaves_no_server_and_no_mps(tmp_path, monkeypatch, phase):
     if phase == "startup":
         monkeypatch.setenv("STANDIN_MODE", "hang")
-    script = tmp_path / "child.py"
-    script.write_text(CHILD)
-    ready, log = tmp_path / "ready.json", tmp_path / "server.log"
-    child = subprocess.Popen([sys.executable, str(script), str(QWEN.path), str(log), str(ready)])
+    child, log = _start_launcher(tmp_path)
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and child.poll() is None:
-            if phase == "serving" and ready.exists():
-                break
-            if phase == "startup" and log.exists() and "still loading" in log.read_text():
-                break
-            time.sleep(0.05)
+        _wait_for_phase(child, tmp_path, log, phase)
         assert child.poll() is None, "the launcher exited before the signal"
         pids = server_pids(log)
         assert pids and all(pid_alive(p) for p in pids)
@@ -327,16 +339,9 @@ def test_a_sigkilled_launchers_server_and_mps_daemon_are_stopped_by_the_rerun(
     """SIGKILL (no cleanup runs) while the server loads inside its MPS daemon: both are left,
     and the next launch of the same job stops both before it starts its own."""
     monkeypatch.setenv("STANDIN_MODE", "hang")
-    script = tmp_path / "child.py"
-    script.write_text(CHILD)
-    ready, log = tmp_path / "ready.json", tmp_path / "server.log"
-    child = subprocess.Popen([sys.executable, str(script), str(QWEN.path), str(log), str(ready)])
+    child, log = _start_launcher(tmp_path)
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and child.poll() is None:
-            if log.exists() and "still loading" in log.read_text():
-                break
-            time.sleep(0.05)
+        _wait_for_phase(child, tmp_path, log, "startup")
         assert child.poll() is None, "the launcher exited before the kill"
         left = server_pids(log)
         (daemon,) = mps_pids(tmp_path)
