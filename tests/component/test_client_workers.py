@@ -241,13 +241,6 @@ def test_stopping_the_parent_stops_every_worker(
     assert summary["complete"] is False and summary["n_scored"] == 4
 
 
-@pytest.fixture
-def writer_process_from_8(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Build records in the writer process from 8 streams up (256 in real runs)."""
-    monkeypatch.setattr(sinks, "PROCESS_SINK_FROM", 8)
-
-
-@pytest.mark.usefixtures("writer_process_from_8")
 def test_many_streams_build_records_in_a_writer_process(
     scripted_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -268,7 +261,6 @@ def test_many_streams_build_records_in_a_writer_process(
     _assert_timelines_follow_the_server(scripted_server, records, origins[0])
 
 
-@pytest.mark.usefixtures("writer_process_from_8")
 async def test_cancel_with_the_writer_process_keeps_every_record(
     scripted_server: ScriptedServer, tmp_path: Path
 ):
@@ -292,3 +284,33 @@ async def test_cancel_with_the_writer_process_keeps_every_record(
     assert records["a"]["ok"] is True
     assert [records[s]["error"]["type"] for s in ("b", "c")] == ["cancelled", "cancelled"]
     assert read_json(tmp_path / "summary.json")["complete"] is False
+
+
+async def test_a_sigterm_to_the_writer_and_its_fork_server_costs_no_record(
+    scripted_server: ScriptedServer, tmp_path: Path
+):
+    # What a SIGTERM to a bench job's process group does to the writer's side (the bench
+    # process itself stops on it, tested in the workflow): neither the writer nor the fork
+    # server that forked it may end with records still to write.
+    assert sinks.PROCESS_SINK_FROM == 1
+    scripted_server.add_script("slow", Script(chunks=((0, 4800), (1.0, 4800))))
+    opts = BenchOptions(
+        base_url=scripted_server.base_url, requests=4, warmup=0, sample_rate=24000,
+        concurrency=1, timeout_s=60,
+    )  # fmt: skip
+    prompts = [Prompt("a", "quick"), Prompt("b", "slow 1"), Prompt("c", "quick 2"),
+               Prompt("d", "quick 3")]  # fmt: skip
+    task = asyncio.create_task(arun_benchmark(opts, prompts, tmp_path))
+    for _ in range(500):
+        await asyncio.sleep(0.02)
+        if any(r.body.get("input") == "slow 1" for r in scripted_server.requests):
+            break
+    children = psutil.Process().children(recursive=True)
+    writers = [p for p in children if "forkserver" in " ".join(p.cmdline())]
+    assert len(writers) == 2, [p.cmdline() for p in children]  # the server and its writer
+    for proc in writers:
+        proc.send_signal(signal.SIGTERM)
+    summary = await task
+    assert summary["n_ok"] == 4 and summary["complete"] is True
+    records = read_records(tmp_path / "records.jsonl")
+    assert sorted(r["sample_id"] for r in records) == ["a", "b", "c", "d"]

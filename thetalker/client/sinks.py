@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import queue
 import sys
@@ -21,11 +23,13 @@ from thetalker.data.records import RecordWriteError, append_record, read_records
 
 __all__ = ["PROCESS_SINK_FROM", "RecordSink", "ThreadSink", "ProcessSink", "open_sink"]
 
-# Streams from which records are built in a process of their own (benchmarks/README.md):
-# at 64 streams a writer thread building a wave's records still held the GIL while the next
-# wave's first chunks came (client p99 1.2x the bare loop's, 0.9x with the process); at one
-# stream it costs the timeline nothing measurable, and a process costs its start (~1 s CPU).
-PROCESS_SINK_FROM = 32
+# Streams from which records are built in a process of their own (benchmarks/README.md): at
+# 64 streams a writer thread building a wave's records still held the GIL while the next
+# wave's first chunks came (client p99 1.2x the bare loop's, 0.9x with the process), and at
+# one stream a record built while the next request's first chunk came made that stream's
+# every delta late (2.5x against 0.9-1.1x). From the first stream, then; tests raise it to
+# exercise the thread.
+PROCESS_SINK_FROM = 1
 # The GIL switch interval while a writer thread runs beside the receive loop (see ThreadSink).
 _SWITCH_INTERVAL_S = 0.0002
 
@@ -114,7 +118,7 @@ class ProcessSink:
         self.ctx = ctx
         self.path = path
         self.on_failure: Callable[[str], None] | None = None
-        mp = multiprocessing.get_context("spawn")
+        mp = _writer_context()
         self._queue = mp.Queue()
         self._done = mp.Queue()
         self._sent_ctx = False
@@ -182,6 +186,35 @@ class ProcessSink:
             raise BenchError(f"writing records failed: {error}")
         records = list(read_records(self.path))
         return sorted(records, key=lambda r: r["request_index"])
+
+
+def _writer_context() -> Any:
+    """Writer processes forked from a server process that has imported this module (and
+    numpy, the record builder) once: the first costs a fresh interpreter's start (~0.6 s of
+    CPU, before the scored requests), each later one in the same process a fork. Never a
+    plain fork of this process: its threads (the sampler's, aiohttp's resolver) could hold
+    locks the child would inherit held. The server ignores SIGTERM (`writer_server`) and
+    ends when this process does."""
+    global _server_stop_registered
+    mp = multiprocessing.get_context("forkserver")
+    mp.set_forkserver_preload(["thetalker.client.writer_server", __name__])
+    if not _server_stop_registered:
+        atexit.register(_stop_writer_server)
+        _server_stop_registered = True
+    return mp
+
+
+_server_stop_registered = False
+
+
+def _stop_writer_server() -> None:
+    """At exit, stop the fork server and wait for it: it would end on its own once this
+    process is gone, but a moment later, and a run's processes must be gone when it is."""
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    stop = getattr(server, "_stop", None)  # the standard library's own (for its tests)
+    if stop is not None:
+        with contextlib.suppress(OSError, ChildProcessError):
+            stop()
 
 
 def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
