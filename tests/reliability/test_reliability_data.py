@@ -157,13 +157,13 @@ def test_a_failed_write_mid_run_stops_the_point_without_root(
     real = records_mod.append_record
     written = []
 
-    def failing(fh: Any, record: Any) -> None:
+    def failing(fh: Any, record: Any, sync: bool = True) -> None:
         if len(written) == 10:
             raise OSError(28, "No space left on device")
         written.append(record)
-        real(fh, record)
+        real(fh, record, sync)
 
-    monkeypatch.setattr("thetalker.client.sinks.append_record", failing)
+    monkeypatch.setattr("thetalker.data.appender.append_record", failing)
     scripted_server.default = Script(chunks=((0.0, 4800), (0.02, 4800)))
     with pytest.raises(BenchError) as info:
         run_benchmark(_opts(scripted_server, requests=300, concurrency=2),

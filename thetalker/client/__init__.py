@@ -10,8 +10,8 @@ The receive path does as little as possible, because everything done between two
 reads delays the next timestamp: per piece of body it stamps `time.perf_counter()` once and
 appends to three lists. Grouping pieces into the server's chunks (`end_of_http_chunk`),
 SSE decoding, WAV header checks, the figures of `thetalker.metrics`, saving audio and the
-fsynced JSONL write all happen afterwards, in a record writer process forked from a
-server this process starts once (so it shares no GIL with the receive loop; below
+JSONL write (fsynced in groups) all happen afterwards, in a record writer process forked
+from a server this process starts once (so it shares no GIL with the receive loop; below
 `PROCESS_SINK_FROM` streams, in a thread).
 
 `workers > 1` spreads the scored requests over spawned processes after the warmup; they

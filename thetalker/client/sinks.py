@@ -19,7 +19,8 @@ from thetalker.client.context import RecordSink, RunContext
 from thetalker.client.options import BenchError, effective_workers
 from thetalker.client.receive import _describe, _Exchange
 from thetalker.client.record import build_record
-from thetalker.data.records import RecordWriteError, append_record, read_records
+from thetalker.data.appender import RecordAppender
+from thetalker.data.records import RecordWriteError, read_records
 
 __all__ = ["PROCESS_SINK_FROM", "RecordSink", "ThreadSink", "ProcessSink", "open_sink"]
 
@@ -61,7 +62,7 @@ class ThreadSink:
         self.records: list[dict[str, Any]] = []
         self.on_failure: Callable[[str], None] | None = None
         self._forward = forward
-        self._fh = path.open("w", encoding="utf-8") if path is not None else None
+        self._out = RecordAppender(path.open("w", encoding="utf-8")) if path is not None else None
         self._queue: queue.SimpleQueue[_Exchange | dict[str, Any] | None] = queue.SimpleQueue()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="thetalker-records", daemon=True)
@@ -78,38 +79,75 @@ class ThreadSink:
         """Ready from the start: the thread costs nothing to start."""
 
     def _run(self) -> None:
-        while (ex := self._queue.get()) is not None:
+        while True:
+            try:  # waiting no longer than the unsynced records may stay unsynced
+                ex = self._queue.get(timeout=_sync_wait_s(self._out, None))
+            except queue.Empty:  # only with a file: without, no limit
+                self._write(_sync_if_due)
+                continue
+            if ex is None:
+                break
             if self._error is not None:
                 continue  # after a failed write nothing more is written (the point stops)
-            try:
-                record = ex if isinstance(ex, dict) else build_record(self.ctx, ex).to_json()
-                if self._fh is not None:
-                    append_record(self._fh, record)
-                if self._forward is not None:
-                    self._forward(record)
-                self.records.append(record)
-            except BaseException as exc:  # reported by close() and on_failure
-                self._error = exc
-                if self.on_failure is not None:
-                    self.on_failure(_describe_write(exc))
+            self._write(lambda out, ex=ex: self._keep(out, ex))
+        self._write(_sync)
+
+    def _keep(self, out: RecordAppender | None, ex: _Exchange | dict[str, Any]) -> None:
+        record = ex if isinstance(ex, dict) else build_record(self.ctx, ex).to_json()
+        if out is not None:
+            out.append(record)
+        if self._forward is not None:
+            self._forward(record)
+        self.records.append(record)
+
+    def _write(self, step: Callable[[RecordAppender | None], None]) -> None:
+        """Run one step of writing; its failure, the first, is reported by close() and
+        on_failure."""
+        if self._error is not None:
+            return
+        try:
+            step(self._out)
+        except BaseException as exc:
+            self._error = exc
+            if self.on_failure is not None:
+                self.on_failure(_describe_write(exc))
 
     def close(self) -> list[dict[str, Any]]:
         self._queue.put(None)
         self._thread.join()
         sys.setswitchinterval(self._switch_interval)
-        if self._fh is not None:
-            with contextlib.suppress(OSError):  # a failed flush was reported already
-                self._fh.close()
+        if self._out is not None:
+            with contextlib.suppress(OSError):  # synced by the thread; a failure reported
+                self._out.fh.close()
         if self._error is not None:
             raise BenchError(f"writing records failed: {_describe_write(self._error)}")
         return sorted(self.records, key=lambda r: r["request_index"])
 
 
+def _sync_if_due(out: RecordAppender | None) -> None:
+    if out is not None:
+        out.sync_if_due()
+
+
+def _sync(out: RecordAppender | None) -> None:
+    if out is not None:
+        out.sync()
+
+
+def _sync_wait_s(out: RecordAppender | None, longest: float | None) -> float | None:
+    """How long a writer may wait for its next record: until its unsynced records are due,
+    at most `longest` (None: no limit)."""
+    due = out.sync_due_in() if out is not None else None
+    if due is None:
+        return longest
+    return due if longest is None else min(due, longest)
+
+
 class ProcessSink:
     """Builds and appends records in a process of its own, at a lower CPU priority.
 
-    From `PROCESS_SINK_FROM` streams up, building records in a thread (metrics, JSON,
-    fsync: ~1 ms per request) competes with the receive loop for the GIL and delays its
+    From `PROCESS_SINK_FROM` streams up, building records in a thread (metrics, JSON:
+    ~0.2 ms per request) competes with the receive loop for the GIL and delays its
     timestamps; in another process it does not, and the OS runs it when the receive loop
     is idle. The exchanges cross over an unbounded `multiprocessing.Queue` (pickled by its
     feeder thread, so `put` never blocks the loop). Same interface as `ThreadSink`."""
@@ -218,7 +256,8 @@ def _stop_writer_server() -> None:
 
 
 def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
-    """The record writer process: exchanges in, fsynced JSONL lines out, until None."""
+    """The record writer process: exchanges in, JSONL lines out (fsynced in groups), until
+    None."""
     # The parent stops it, after its records: a SIGTERM to the process group (Slurm's
     # scancel, a supervisor) must not end it with records still in its queue.
     watch = ParentWatch(ignore_term=True)
@@ -227,11 +266,23 @@ def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
     done.put(("ready", None))
     error: str | None = None
     ctx: RunContext | None = None
-    fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed below, errors kept)
-    while True:
+    out = RecordAppender(open(path, "a", encoding="utf-8"))  # noqa: SIM115 (closed below)
+
+    def write(step: Callable[[], None]) -> None:
+        nonlocal error
+        if error is not None:
+            return  # after a failed write nothing more is written (the point stops)
         try:
-            item = inbox.get(timeout=1.0)
+            step()
+        except BaseException as exc:  # reported at once, and by close()
+            error = _describe_write(exc)
+            done.put(("error", error))
+
+    while True:
+        try:  # waiting no longer than the unsynced records may stay unsynced
+            item = inbox.get(timeout=_sync_wait_s(out, 1.0))
         except queue.Empty:
+            write(out.sync_if_due)
             if not watch.parent_alive():  # the parent was killed outright
                 break
             continue
@@ -240,17 +291,15 @@ def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
         if isinstance(item, RunContext):
             ctx = item
             continue
-        if error is not None:
-            continue  # after a failed write nothing more is written (the point stops)
-        try:
-            assert ctx is not None
-            record = item if isinstance(item, dict) else build_record(ctx, item).to_json()
-            append_record(fh, record)
-        except BaseException as exc:  # reported at once, and by close()
-            error = _describe_write(exc)
-            done.put(("error", error))
+
+        def keep(item: Any = item, ctx: RunContext | None = ctx) -> None:
+            assert ctx is not None  # sent ahead of the first exchange
+            out.append(item if isinstance(item, dict) else build_record(ctx, item).to_json())
+
+        write(keep)
+    write(out.sync)
     with contextlib.suppress(OSError):
-        fh.close()  # a failed flush was reported already
+        out.fh.close()  # a failed flush was reported already
     done.put(("end", error))
 
 

@@ -140,7 +140,7 @@ async def run_workers(
     tally: Tally,
 ) -> int:
     """The scored requests over `opts.workers` processes; their records come back here and
-    go through the run's one sink (one records.jsonl, fsynced). Cancellation (Ctrl-C,
+    go through the run's one sink (one records.jsonl). Cancellation (Ctrl-C,
     SIGTERM) stops every worker, keeps their records, and goes on. Returns the most
     requests that were in flight at once."""
     mp = multiprocessing.get_context("spawn")  # no fork of a process with threads and a loop

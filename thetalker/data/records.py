@@ -261,8 +261,9 @@ class RecordWriteError(OSError):
         return str(self.strerror)
 
 
-def append_record(fh: IO[str], record: Mapping[str, Any] | Record) -> None:
-    """Append one record and push it to disk, so a crash keeps what was measured.
+def append_record(fh: IO[str], record: Mapping[str, Any] | Record, sync: bool = True) -> None:
+    """Append one record and hand it to the OS (flushed: a killed process loses nothing),
+    and with `sync` push it to disk (fsync: a power loss keeps it too).
 
     Raises RecordWriteError naming the file when the write, flush or fsync fails."""
     if isinstance(record, Record):
@@ -271,7 +272,8 @@ def append_record(fh: IO[str], record: Mapping[str, Any] | Record) -> None:
     try:
         fh.write(line)
         fh.flush()
-        os.fsync(fh.fileno())
+        if sync:
+            os.fsync(fh.fileno())
     except OSError as exc:
         why = exc.strerror or str(exc)
         index = record.get("request_index")

@@ -157,22 +157,59 @@ def audible_onset_s(
     pcm: bytes | np.ndarray, sample_rate: int, settings: OnsetSettings = DEFAULT_ONSET
 ) -> float | None:
     """Seconds of audio before the audible onset, or None when the utterance is inaudible
-    (no `run_frames` active frames in a row, an empty or all-silent stream included)."""
+    (no `run_frames` active frames in a row, an empty or all-silent stream included).
+
+    Frames are judged in blocks from the start, each twice the last, and the search stops
+    at the first run: an onset near the start (the common case) costs a few frames, not
+    the whole utterance (the record writer runs beside the receive loop on a shared CPU).
+    Each frame's figure is computed as it would be over the whole stream at once."""
     if sample_rate <= 0:
         return None
-    samples = _as_int16(pcm).astype(np.float64) / _FULL_SCALE
+    ints = _as_int16(pcm)
     frame = max(1, int(round(settings.frame_s * sample_rate)))
     hop = max(1, int(round(settings.hop_s * sample_rate)))
-    if samples.size < frame:
+    if ints.size < frame:
         return None
-    starts = np.arange(0, samples.size - frame + 1, hop)
+    n_frames = (ints.size - frame) // hop + 1
+    run = max(1, int(settings.run_frames))
+    if n_frames < run:
+        return None
+    level = 10.0 ** (settings.threshold_dbfs / 20.0)
+    tail = 0  # active frames in a row at the end of the blocks judged so far (< run)
+    first, size = 0, _FIRST_BLOCK_FRAMES
+    while first < n_frames:
+        last = min(n_frames, first + size)
+        active = _active_frames(ints, first, last, frame, hop, level)
+        flags = np.concatenate([np.ones(tail, np.int32), active.astype(np.int32)])
+        if flags.size >= run:
+            runs = np.convolve(flags, np.ones(run, np.int32), "valid")
+            hits = np.flatnonzero(runs == run)
+            if hits.size:
+                return float((first - tail + int(hits[0])) * hop / sample_rate)
+        tail = _trailing_true(active, tail, run - 1)
+        first, size = last, size * 2
+    return None
+
+
+_FIRST_BLOCK_FRAMES = 32
+
+
+def _active_frames(
+    ints: np.ndarray, first: int, last: int, frame: int, hop: int, level: float
+) -> np.ndarray:
+    """Whether frames `first` to `last` (exclusive) reach `level` RMS, each with its own
+    mean removed."""
+    samples = ints[first * hop : (last - 1) * hop + frame].astype(np.float64) / _FULL_SCALE
+    starts = np.arange(0, (last - first - 1) * hop + 1, hop)
     frames = np.lib.stride_tricks.sliding_window_view(samples, frame)[starts]
     centred = frames - frames.mean(axis=1, keepdims=True)
-    rms = np.sqrt((centred**2).mean(axis=1))
-    active = rms >= 10.0 ** (settings.threshold_dbfs / 20.0)
-    run = max(1, int(settings.run_frames))
-    if active.size < run:
-        return None
-    runs = np.convolve(active.astype(np.int32), np.ones(run, np.int32), "valid")
-    hits = np.flatnonzero(runs == run)
-    return float(starts[hits[0]] / sample_rate) if hits.size else None
+    return np.sqrt((centred**2).mean(axis=1)) >= level
+
+
+def _trailing_true(active: np.ndarray, before: int, cap: int) -> int:
+    """Active frames in a row at the end, counting `before` ones ahead of `active` when it
+    is active throughout; at most `cap` (a run that long would have been found)."""
+    if active.size and active.all():
+        return min(cap, before + active.size)
+    inactive = np.flatnonzero(~active)
+    return min(cap, active.size - 1 - int(inactive[-1])) if inactive.size else before
