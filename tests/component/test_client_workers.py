@@ -301,10 +301,12 @@ async def test_a_sigterm_to_the_writer_and_its_fork_server_costs_no_record(
     prompts = [Prompt("a", "quick"), Prompt("b", "slow 1"), Prompt("c", "quick 2"),
                Prompt("d", "quick 3")]  # fmt: skip
     task = asyncio.create_task(arun_benchmark(opts, prompts, tmp_path))
-    for _ in range(500):
+    for _ in range(1500):
         await asyncio.sleep(0.02)
         if any(r.body.get("input") == "slow 1" for r in scripted_server.requests):
             break
+    else:
+        pytest.fail("the slow request was never sent")
     children = psutil.Process().children(recursive=True)
     writers = [p for p in children if "forkserver" in " ".join(p.cmdline())]
     assert len(writers) == 2, [p.cmdline() for p in children]  # the server and its writer

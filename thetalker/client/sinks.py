@@ -10,6 +10,7 @@ import os
 import queue
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,9 @@ _SWITCH_INTERVAL_S = 0.0002
 
 
 def open_sink(path: Path, ctx: RunContext) -> RecordSink:
-    """A writer process when this process runs the scored streams and they are many
-    (`PROCESS_SINK_FROM`, or an open loop, whose in-flight count has no bound), else a
-    thread (with workers, records arrive built and this process only drains a queue)."""
+    """A writer process when this process runs the scored streams itself (from
+    `PROCESS_SINK_FROM` streams, the first; any open loop), else a thread (with workers,
+    records arrive built and this process only drains a queue)."""
     opts = ctx.opts
     many = opts.request_rate is not None or opts.concurrency >= PROCESS_SINK_FROM
     if effective_workers(opts) == 1 and many:
@@ -80,8 +81,11 @@ class ThreadSink:
 
     def _run(self) -> None:
         while True:
-            try:  # waiting no longer than the unsynced records may stay unsynced
-                ex = self._queue.get(timeout=_sync_wait_s(self._out, None))
+            # Waiting no longer than the unsynced records may stay unsynced (after a failed
+            # write nothing is synced on the way: no wait limit).
+            wait = _sync_wait_s(self._out, None) if self._error is None else None
+            try:
+                ex = self._queue.get(timeout=wait)
             except queue.Empty:  # only with a file: without, no limit
                 self._write(_sync_if_due)
                 continue
@@ -90,7 +94,11 @@ class ThreadSink:
             if self._error is not None:
                 continue  # after a failed write nothing more is written (the point stops)
             self._write(lambda out, ex=ex: self._keep(out, ex))
-        self._write(_sync)
+        if self._error is None:
+            self._write(_sync)
+        elif self._out is not None:
+            with contextlib.suppress(OSError):  # what was written before the failure
+                self._out.sync()
 
     def _keep(self, out: RecordAppender | None, ex: _Exchange | dict[str, Any]) -> None:
         record = ex if isinstance(ex, dict) else build_record(self.ctx, ex).to_json()
@@ -168,6 +176,7 @@ class ProcessSink:
             daemon=True,
         )
         self._proc.start()
+        _open_writers.add(self)
         # The queue's feeder thread pickles each exchange in this process, holding the GIL
         # as the writer thread would (see ThreadSink): the same short switch interval.
         self._switch_interval = sys.getswitchinterval()
@@ -185,19 +194,29 @@ class ProcessSink:
             try:
                 message = self._done.get(timeout=0.5)
             except queue.Empty:
-                if not self._proc.is_alive():
-                    return
-                continue
-            kind, text = message
-            if kind == "ready":
-                self._ready.set()
-            elif kind == "error" and self._error is None:
-                self._error = text
-                if self.on_failure is not None:
-                    self.on_failure(text)
-            elif kind == "end":
-                self._end = text
+                if self._proc.is_alive():
+                    continue
+                # Gone: read what it said between the last wait and its exit (its `end`).
+                with contextlib.suppress(queue.Empty, OSError, EOFError):
+                    while not self._take(self._done.get(timeout=0.1)):
+                        pass
                 return
+            if self._take(message):
+                return
+
+    def _take(self, message: tuple[str, str | None]) -> bool:
+        """Act on one message of the process; True for its last (`end`)."""
+        kind, text = message
+        if kind == "ready":
+            self._ready.set()
+        elif kind == "error" and self._error is None:
+            self._error = text
+            if self.on_failure is not None:
+                self.on_failure(str(text))
+        elif kind == "end":
+            self._end = text
+            return True
+        return False
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         """Block until the writer process has started (its imports cost ~1 s of CPU that
@@ -215,15 +234,25 @@ class ProcessSink:
         self._watcher.join()
         sys.setswitchinterval(self._switch_interval)
         error = self._error or self._end
-        self._proc.join(10)
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join()
+        self._end_process()
         self._queue.close()
         if error is not None:
             raise BenchError(f"writing records failed: {error}")
         records = list(read_records(self.path))
         return sorted(records, key=lambda r: r["request_index"])
+
+    def _end_process(self) -> None:
+        """After its None: the process ends by itself (within 10 s, or it is killed)."""
+        self._proc.join(10)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join()
+        _open_writers.discard(self)
+
+
+# Writer processes not closed yet: ended at exit before the fork server (a program that
+# never reached `close` would otherwise wait at exit on a writer that ignores SIGTERM).
+_open_writers: weakref.WeakSet[ProcessSink] = weakref.WeakSet()
 
 
 def _writer_context() -> Any:
@@ -247,7 +276,12 @@ _server_stop_registered = False
 
 def _stop_writer_server() -> None:
     """At exit, stop the fork server and wait for it: it would end on its own once this
-    process is gone, but a moment later, and a run's processes must be gone when it is."""
+    process is gone, but a moment later, and a run's processes must be gone when it is.
+    Writers never closed get their None first (what they hold is written)."""
+    for sink in list(_open_writers):
+        with contextlib.suppress(OSError, ValueError):
+            sink._queue.put(None)
+            sink._end_process()
     server = getattr(multiprocessing.forkserver, "_forkserver", None)
     stop = getattr(server, "_stop", None)  # the standard library's own (for its tests)
     if stop is not None:
@@ -279,8 +313,11 @@ def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
             done.put(("error", error))
 
     while True:
-        try:  # waiting no longer than the unsynced records may stay unsynced
-            item = inbox.get(timeout=_sync_wait_s(out, 1.0))
+        # Waiting no longer than the unsynced records may stay unsynced (after a failed
+        # write nothing is synced on the way: the parent watch's second).
+        wait = _sync_wait_s(out, 1.0) if error is None else 1.0
+        try:
+            item = inbox.get(timeout=wait)
         except queue.Empty:
             write(out.sync_if_due)
             if not watch.parent_alive():  # the parent was killed outright
@@ -297,7 +334,11 @@ def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
             out.append(item if isinstance(item, dict) else build_record(ctx, item).to_json())
 
         write(keep)
-    write(out.sync)
+    if error is None:
+        write(out.sync)
+    else:
+        with contextlib.suppress(OSError):  # what was written before the failure
+            out.sync()
     with contextlib.suppress(OSError):
         out.fh.close()  # a failed flush was reported already
     done.put(("end", error))

@@ -16,9 +16,10 @@ SYNC_EVERY_S = 0.5
 
 
 class RecordAppender:
-    """A run's records.jsonl writer: each record is written through to the OS as it comes
-    (a crash, Ctrl-C or SIGKILL of any process loses none), and fsynced at most
-    `sync_every_s` later and at `close` (a power loss or kernel crash loses at most that).
+    """A run's records.jsonl writer: each record it appends is handed to the OS at once (a
+    crash, Ctrl-C or SIGKILL of any process, the writer's own included, loses none of them),
+    and fsynced at most `sync_every_s` (default `SYNC_EVERY_S`) later and at `close` (a power
+    loss or kernel crash loses at most that).
 
     Why not fsync every record: each fsync makes the filesystem commit its journal, kernel
     work on the same cores as the receive loop; at 256 streams, one per record put the
@@ -29,11 +30,11 @@ class RecordAppender:
     def __init__(
         self,
         fh: IO[str],
-        sync_every_s: float = SYNC_EVERY_S,
+        sync_every_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.fh = fh
-        self._every = sync_every_s
+        self._every = SYNC_EVERY_S if sync_every_s is None else sync_every_s
         self._clock = clock
         self._first_unsynced: float | None = None  # when the oldest unsynced record came
 

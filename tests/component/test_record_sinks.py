@@ -1,0 +1,89 @@
+"""The writer thread's fsync in groups: a record left alone is synced without waiting for
+the next, and a failed write still leaves what came before it synced. (The writer process
+runs the same loop; a patch here cannot reach it.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO
+from thetalker.client.context import RunContext
+from thetalker.client.options import BenchError, BenchOptions
+from thetalker.client.sinks import ThreadSink
+from thetalker.data import appender as appender_mod
+
+
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    monkeypatch.setattr(appender_mod.os, "fsync", calls.append)
+    monkeypatch.setattr(appender_mod, "SYNC_EVERY_S", 0.05)
+    return calls
+
+
+def _sink(tmp_path: Path) -> ThreadSink:
+    ctx = RunContext.for_run(BenchOptions(base_url="http://127.0.0.1:9"), tmp_path, 0.0)
+    return ThreadSink(tmp_path / "records.jsonl", ctx)
+
+
+def _wait_for(what: list[int], deadline_s: float = 30.0) -> None:
+    """Until `what` is not empty; a generous deadline, so no timing is asserted."""
+    end = time.monotonic() + deadline_s
+    while not what and time.monotonic() < end:
+        time.sleep(0.01)
+
+
+def test_a_record_left_alone_is_synced_before_the_sink_closes(tmp_path: Path, fsyncs: list[int]):
+    sink = _sink(tmp_path)
+    sink.put({"request_index": 0})
+    _wait_for(fsyncs)
+    assert len(fsyncs) == 1  # by the thread, with no other record and no close
+    assert [r["request_index"] for r in sink.close()] == [0]
+    assert len(fsyncs) == 1  # nothing was left to sync
+
+
+def test_records_before_a_failed_write_are_synced_at_close(tmp_path: Path, fsyncs: list[int]):
+    sink = _sink(tmp_path)
+    sink.put({"request_index": 0})
+    sink.put({"request_index": 1, "bad": float("nan")})  # standard JSON cannot hold it
+    sink.put({"request_index": 2})  # after the failure: not written
+    with pytest.raises(BenchError, match="writing records failed"):
+        sink.close()
+    assert len(fsyncs) == 1  # record 0, synced all the same
+    lines = (tmp_path / "records.jsonl").read_text(encoding="utf-8").splitlines()
+    assert lines == ['{"request_index":0}']
+
+
+def test_a_program_that_never_closes_its_writer_process_still_exits_with_its_records(
+    tmp_path: Path,
+):
+    # The writer ignores SIGTERM (so multiprocessing's own exit handler could not end it);
+    # at exit the sink's module gives it its None first: the record is written, and the
+    # program ends (the timeout only keeps a hang from stalling the suite).
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from thetalker.client.context import RunContext\n"
+        "from thetalker.client.options import BenchOptions\n"
+        "from thetalker.client.sinks import ProcessSink\n"
+        "if __name__ == '__main__':\n"
+        "    out = Path(sys.argv[1])\n"
+        "    ctx = RunContext.for_run(BenchOptions(base_url='http://127.0.0.1:9'), out, 0.0)\n"
+        "    sink = ProcessSink(out / 'records.jsonl', ctx)\n"
+        "    sink.put({'request_index': 0})\n"
+    )
+    program = tmp_path / "never_closes.py"
+    program.write_text(script, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, str(program), str(tmp_path)], env=env, timeout=120, check=False
+    )
+    assert done.returncode == 0
+    lines = (tmp_path / "records.jsonl").read_text(encoding="utf-8").splitlines()
+    assert lines == ['{"request_index":0}']
