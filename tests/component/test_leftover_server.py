@@ -163,10 +163,8 @@ def test_a_server_whose_launcher_died_before_recording_its_pid_is_found_by_its_t
     record_path = tmp_path / "server.pid.json"
     write_record(record_path, pid=None, port=1, host="127.0.0.1", command=SLEEP, token="t0k3n")
     assert find_leftover(record_path) is None  # nothing runs with the token yet
-    orphan = subprocess.Popen(SLEEP, env={**os.environ, TOKEN_VAR: "t0k3n"}, start_new_session=True)
-    other = subprocess.Popen(
-        SLEEP, env={**os.environ, TOKEN_VAR: "another"}, start_new_session=True
-    )
+    orphan = _sleeper(env={**os.environ, TOKEN_VAR: "t0k3n"})
+    other = _sleeper(env={**os.environ, TOKEN_VAR: "another"})
     try:
         found = find_leftover(record_path)
         assert found is not None and found.pgid == orphan.pid and found.launcher_pid is None
@@ -187,7 +185,7 @@ def test_a_server_whose_launcher_died_before_recording_its_pid_is_found_by_its_t
 
 
 def test_a_record_whose_pid_is_now_another_process_is_ignored(tmp_path):
-    other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    other = _sleeper()
     try:
         record_path = tmp_path / "server.pid.json"
         write_record(record_path, pid=other.pid, port=1, host="127.0.0.1", command=SLEEP)
@@ -257,7 +255,7 @@ def test_a_busy_gpu_is_refused_naming_its_pid(tmp_path, monkeypatch):
 
 
 def test_a_record_from_another_machine_or_boot_names_nothing_here(tmp_path):
-    other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    other = _sleeper()
     try:
         record_path = tmp_path / "server.pid.json"
         write_record(record_path, pid=other.pid, port=1, host="127.0.0.1", command=SLEEP)
@@ -343,8 +341,21 @@ def test_the_workflow_rerun_stops_the_server_a_sigkilled_bench_job_left(tmp_path
         kill_pids([*orphans, *processes_in(workdir)])
 
 
-def _sleeper() -> subprocess.Popen:
-    return subprocess.Popen(SLEEP, start_new_session=True)
+def _sleeper(env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`sleep 60` in a session of its own, returned once /proc shows it running `sleep`:
+    Popen returns as the exec begins, a moment before the new command line is readable (a
+    check in that moment reads an empty one: seen on a loaded machine)."""
+    proc = subprocess.Popen(SLEEP, env=env, start_new_session=True)
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+
+    def running_sleep() -> bool:
+        try:
+            return cmdline.read_bytes().split(b"\0")[0].endswith(b"sleep")
+        except OSError:
+            return False
+
+    assert wait_for(running_sleep), f"PID {proc.pid} never showed as sleep"
+    return proc
 
 
 def test_a_forged_record_naming_another_group_signals_nothing(tmp_path):
