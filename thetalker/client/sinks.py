@@ -63,9 +63,9 @@ class ThreadSink:
         self.records: list[dict[str, Any]] = []
         self.on_failure: Callable[[str], None] | None = None
         self._forward = forward
-        self._out = RecordAppender(path.open("w", encoding="utf-8")) if path is not None else None
+        out = RecordAppender(path.open("w", encoding="utf-8")) if path is not None else None
+        self._writes = _Writes(out, self._report)
         self._queue: queue.SimpleQueue[_Exchange | dict[str, Any] | None] = queue.SimpleQueue()
-        self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="thetalker-records", daemon=True)
         # A thread holding the GIL keeps it up to the switch interval (5 ms by default) after
         # the receive loop asks for it: a chunk's stamp would wait that long behind a record.
@@ -80,75 +80,81 @@ class ThreadSink:
         """Ready from the start: the thread costs nothing to start."""
 
     def _run(self) -> None:
+        writes = self._writes
         while True:
-            # Waiting no longer than the unsynced records may stay unsynced (after a failed
-            # write nothing is synced on the way: no wait limit).
-            wait = _sync_wait_s(self._out, None) if self._error is None else None
             try:
-                ex = self._queue.get(timeout=wait)
+                ex = self._queue.get(timeout=writes.wait_s(None))
             except queue.Empty:  # only with a file: without, no limit
-                self._write(_sync_if_due)
+                writes.sync_if_due()
                 continue
             if ex is None:
                 break
-            if self._error is not None:
-                continue  # after a failed write nothing more is written (the point stops)
-            self._write(lambda out, ex=ex: self._keep(out, ex))
-        if self._error is None:
-            self._write(_sync)
-        elif self._out is not None:
-            with contextlib.suppress(OSError):  # what was written before the failure
-                self._out.sync()
+            writes.run(lambda ex=ex: self._keep(ex))
+        writes.finish()
 
-    def _keep(self, out: RecordAppender | None, ex: _Exchange | dict[str, Any]) -> None:
+    def _keep(self, ex: _Exchange | dict[str, Any]) -> None:
         record = ex if isinstance(ex, dict) else build_record(self.ctx, ex).to_json()
-        if out is not None:
-            out.append(record)
+        if self._writes.out is not None:
+            self._writes.out.append(record)
         if self._forward is not None:
             self._forward(record)
         self.records.append(record)
 
-    def _write(self, step: Callable[[RecordAppender | None], None]) -> None:
-        """Run one step of writing; its failure, the first, is reported by close() and
-        on_failure."""
-        if self._error is not None:
-            return
-        try:
-            step(self._out)
-        except BaseException as exc:
-            self._error = exc
-            if self.on_failure is not None:
-                self.on_failure(_describe_write(exc))
+    def _report(self, exc: BaseException) -> None:
+        if self.on_failure is not None:
+            self.on_failure(_describe_write(exc))
 
     def close(self) -> list[dict[str, Any]]:
         self._queue.put(None)
         self._thread.join()
         sys.setswitchinterval(self._switch_interval)
-        if self._out is not None:
-            with contextlib.suppress(OSError):  # synced by the thread; a failure reported
-                self._out.fh.close()
-        if self._error is not None:
-            raise BenchError(f"writing records failed: {_describe_write(self._error)}")
+        if self._writes.error is not None:
+            raise BenchError(f"writing records failed: {_describe_write(self._writes.error)}")
         return sorted(self.records, key=lambda r: r["request_index"])
 
 
-def _sync_if_due(out: RecordAppender | None) -> None:
-    if out is not None:
-        out.sync_if_due()
+class _Writes:
+    """One writer's records file (None: records forwarded, no file) and its first failure,
+    reported once: after it nothing more is written, and what was written before it is
+    still synced at the end. Shared by the writer thread and the writer process."""
 
+    def __init__(self, out: RecordAppender | None, report: Callable[[BaseException], None]) -> None:
+        self.out = out
+        self.error: BaseException | None = None
+        self._report = report
 
-def _sync(out: RecordAppender | None) -> None:
-    if out is not None:
-        out.sync()
+    def wait_s(self, longest: float | None) -> float | None:
+        """How long to wait for the next record: until the unsynced records are due, at
+        most `longest` (None: no limit); after a failure nothing is synced on the way."""
+        due = self.out.sync_due_in() if self.out is not None and self.error is None else None
+        if due is None:
+            return longest
+        return due if longest is None else min(due, longest)
 
+    def run(self, step: Callable[[], None]) -> None:
+        if self.error is not None:
+            return  # after a failed write nothing more is written (the point stops)
+        try:
+            step()
+        except BaseException as exc:  # the caller's report, and its close()
+            self.error = exc
+            self._report(exc)
 
-def _sync_wait_s(out: RecordAppender | None, longest: float | None) -> float | None:
-    """How long a writer may wait for its next record: until its unsynced records are due,
-    at most `longest` (None: no limit)."""
-    due = out.sync_due_in() if out is not None else None
-    if due is None:
-        return longest
-    return due if longest is None else min(due, longest)
+    def sync_if_due(self) -> None:
+        if self.out is not None:
+            self.run(self.out.sync_if_due)
+
+    def finish(self) -> None:
+        """Sync (a failure reported) and close; after a failure, sync what came before."""
+        if self.out is None:
+            return
+        if self.error is None:
+            self.run(self.out.sync)
+        else:
+            with contextlib.suppress(OSError):
+                self.out.sync()
+        with contextlib.suppress(OSError):  # a failed flush was reported already
+            self.out.fh.close()
 
 
 class ProcessSink:
@@ -241,6 +247,11 @@ class ProcessSink:
         records = list(read_records(self.path))
         return sorted(records, key=lambda r: r["request_index"])
 
+    def _end_unclosed(self) -> None:
+        """At exit, a writer never closed: its None, then its end (what it holds is written)."""
+        self._queue.put(None)
+        self._end_process()
+
     def _end_process(self) -> None:
         """After its None: the process ends by itself (within 10 s, or it is killed)."""
         self._proc.join(10)
@@ -280,8 +291,7 @@ def _stop_writer_server() -> None:
     Writers never closed get their None first (what they hold is written)."""
     for sink in list(_open_writers):
         with contextlib.suppress(OSError, ValueError):
-            sink._queue.put(None)
-            sink._end_process()
+            sink._end_unclosed()
     server = getattr(multiprocessing.forkserver, "_forkserver", None)
     stop = getattr(server, "_stop", None)  # the standard library's own (for its tests)
     if stop is not None:
@@ -298,28 +308,14 @@ def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
     with contextlib.suppress(OSError):
         os.nice(10)
     done.put(("ready", None))
-    error: str | None = None
     ctx: RunContext | None = None
-    out = RecordAppender(open(path, "a", encoding="utf-8"))  # noqa: SIM115 (closed below)
-
-    def write(step: Callable[[], None]) -> None:
-        nonlocal error
-        if error is not None:
-            return  # after a failed write nothing more is written (the point stops)
-        try:
-            step()
-        except BaseException as exc:  # reported at once, and by close()
-            error = _describe_write(exc)
-            done.put(("error", error))
-
+    out = RecordAppender(open(path, "a", encoding="utf-8"))  # noqa: SIM115 (closed by finish)
+    writes = _Writes(out, lambda exc: done.put(("error", _describe_write(exc))))
     while True:
-        # Waiting no longer than the unsynced records may stay unsynced (after a failed
-        # write nothing is synced on the way: the parent watch's second).
-        wait = _sync_wait_s(out, 1.0) if error is None else 1.0
-        try:
-            item = inbox.get(timeout=wait)
+        try:  # the parent is watched at least once a second
+            item = inbox.get(timeout=writes.wait_s(1.0))
         except queue.Empty:
-            write(out.sync_if_due)
+            writes.sync_if_due()
             if not watch.parent_alive():  # the parent was killed outright
                 break
             continue
@@ -333,15 +329,9 @@ def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
             assert ctx is not None  # sent ahead of the first exchange
             out.append(item if isinstance(item, dict) else build_record(ctx, item).to_json())
 
-        write(keep)
-    if error is None:
-        write(out.sync)
-    else:
-        with contextlib.suppress(OSError):  # what was written before the failure
-            out.sync()
-    with contextlib.suppress(OSError):
-        out.fh.close()  # a failed flush was reported already
-    done.put(("end", error))
+        writes.run(keep)
+    writes.finish()
+    done.put(("end", None if writes.error is None else _describe_write(writes.error)))
 
 
 def _describe_write(exc: BaseException) -> str:
