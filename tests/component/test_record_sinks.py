@@ -87,3 +87,80 @@ def test_a_program_that_never_closes_its_writer_process_still_exits_with_its_rec
     assert done.returncode == 0
     lines = (tmp_path / "records.jsonl").read_text(encoding="utf-8").splitlines()
     assert lines == ['{"request_index":0}']
+
+
+def _run_program(tmp_path: Path, script: str) -> subprocess.CompletedProcess[str]:
+    program = tmp_path / "program.py"
+    program.write_text(script, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(  # the timeout only keeps a hang from stalling the suite
+        [sys.executable, str(program), str(tmp_path)],
+        env=env, timeout=120, check=False, capture_output=True, text=True,
+    )  # fmt: skip
+
+
+def test_a_program_without_a_main_guard_is_told_so_at_once(tmp_path: Path):
+    # multiprocessing runs the main file again in the writer process; there the client
+    # starts again, which multiprocessing refuses, and the writer ends before its first
+    # word. The parent says why instead of waiting on it.
+    done = _run_program(
+        tmp_path,
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from thetalker.client.context import RunContext\n"
+        "from thetalker.client.options import BenchOptions\n"
+        "from thetalker.client.sinks import ProcessSink\n"
+        "out = Path(sys.argv[1])\n"
+        "ctx = RunContext.for_run(BenchOptions(base_url='http://127.0.0.1:9'), out, 0.0)\n"
+        "sink = ProcessSink(out / 'records.jsonl', ctx)\n"
+        "sink.wait_ready()\n"
+        "print('NOT REACHED')\n",
+    )
+    assert done.returncode == 1
+    assert "NOT REACHED" not in done.stdout
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("thetalker.client.options.BenchError: writing records failed:")
+    assert "before it started" in last
+    assert str(tmp_path / "program.py") in last
+    assert 'if __name__ == "__main__":' in last
+
+
+def test_a_writer_killed_mid_run_stops_the_run_and_keeps_what_it_wrote(tmp_path: Path):
+    # Killed outright: the run is told at once (on_failure), close names it, and the
+    # program still exits although what was queued after the kill fills a pipe no one reads.
+    done = _run_program(
+        tmp_path,
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from thetalker.client.context import RunContext\n"
+        "from thetalker.client.options import BenchError, BenchOptions\n"
+        "from thetalker.client.sinks import ProcessSink\n"
+        "if __name__ == '__main__':\n"
+        "    out = Path(sys.argv[1])\n"
+        "    ctx = RunContext.for_run(BenchOptions(base_url='http://127.0.0.1:9'), out, 0.0)\n"
+        "    sink = ProcessSink(out / 'records.jsonl', ctx)\n"
+        "    told = []\n"
+        "    sink.on_failure = told.append\n"
+        "    sink.wait_ready()\n"
+        "    sink.put({'request_index': 0})\n"
+        "    path = out / 'records.jsonl'\n"
+        "    deadline = time.monotonic() + 60\n"
+        "    while not path.read_text() and time.monotonic() < deadline:\n"
+        "        time.sleep(0.01)\n"
+        "    sink._proc.kill()\n"
+        "    for i in range(1, 200):\n"
+        "        sink.put({'request_index': i, 'pad': 'x' * 10_000})\n"
+        "    try:\n"
+        "        sink.close()\n"
+        "    except BenchError as exc:\n"
+        "        print('CLOSE:', exc)\n"
+        "    print('TOLD:', told)\n",
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == (
+        "CLOSE: writing records failed: the record writer process ended (exit code -9) mid-run"
+    )
+    assert lines[1] == "TOLD: ['the record writer process ended (exit code -9) mid-run']"
+    kept = (tmp_path / "records.jsonl").read_text(encoding="utf-8").splitlines()
+    assert kept == ['{"request_index":0}']

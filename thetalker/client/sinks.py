@@ -188,6 +188,7 @@ class ProcessSink:
         self._switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(self._switch_interval, _SWITCH_INTERVAL_S))
         self._ready = threading.Event()
+        self._settled = threading.Event()  # ready, or the process gone before it
         self._error: str | None = None  # the first failed write, as the process said it
         self._end: str | None = "the record writer process ended without a word"
         # Reads the process's messages as they come: a failed write is known at once.
@@ -203,18 +204,38 @@ class ProcessSink:
                 if self._proc.is_alive():
                     continue
                 # Gone: read what it said between the last wait and its exit (its `end`).
+                said_end = False
                 with contextlib.suppress(queue.Empty, OSError, EOFError):
                     while not self._take(self._done.get(timeout=0.1)):
                         pass
+                    said_end = True
+                if not said_end:  # killed, or failed before its loop
+                    self._died()
+                self._settled.set()
                 return
             if self._take(message):
+                self._settled.set()
                 return
+
+    def _died(self) -> None:
+        """The process ended without its `end`: what it held is lost and what is sent from
+        now on would be, so the run stops (`on_failure`), naming why where it can."""
+        self._queue.cancel_join_thread()  # its feeder may block on a pipe no one reads
+        code = self._proc.exitcode
+        if self._ready.is_set():
+            self._end = f"the record writer process ended (exit code {code}) mid-run"
+        else:
+            self._end = f"the record writer process ended (exit code {code}) before it started"
+            self._end += _main_module_hint()
+        if self._error is None and self.on_failure is not None:
+            self.on_failure(self._end)
 
     def _take(self, message: tuple[str, str | None]) -> bool:
         """Act on one message of the process; True for its last (`end`)."""
         kind, text = message
         if kind == "ready":
             self._ready.set()
+            self._settled.set()
         elif kind == "error" and self._error is None:
             self._error = text
             if self.on_failure is not None:
@@ -226,8 +247,12 @@ class ProcessSink:
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         """Block until the writer process has started (its imports cost ~1 s of CPU that
-        must not overlap the scored requests); call it when nothing is in flight."""
-        self._ready.wait(timeout_s)
+        must not overlap the scored requests); call it when nothing is in flight. A process
+        that ended before it started raises BenchError here, before any scored request."""
+        self._settled.wait(timeout_s)
+        if not self._ready.is_set() and not self._proc.is_alive():
+            self._watcher.join()
+            raise BenchError(f"writing records failed: {self._error or self._end}")
 
     def put(self, ex: _Exchange | dict[str, Any]) -> None:
         if not self._sent_ctx:  # complete (sample rate known) once requests finish
@@ -264,6 +289,19 @@ class ProcessSink:
 # Writer processes not closed yet: ended at exit before the fork server (a program that
 # never reached `close` would otherwise wait at exit on a writer that ignores SIGTERM).
 _open_writers: weakref.WeakSet[ProcessSink] = weakref.WeakSet()
+
+
+def _main_module_hint() -> str:
+    """Why a writer process most often dies before it starts: multiprocessing runs the
+    program's main file again in it, and a file that calls the client at its top level
+    starts the client again there (which multiprocessing refuses)."""
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    if main_file is None:
+        return ""
+    return (
+        f"; multiprocessing runs {main_file} again in that process, so a program that "
+        'calls the client must do so under `if __name__ == "__main__":`'
+    )
 
 
 def _writer_context() -> Any:
