@@ -49,6 +49,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+# The record writer's fork server imports thetalker by its environment, not this sys.path:
+# the same tree for both, from any working directory.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
 
 from thetalker.client import BenchOptions, arun_benchmark  # noqa: E402
 from thetalker.data.prompts import Prompt  # noqa: E402

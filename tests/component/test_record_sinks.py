@@ -5,6 +5,7 @@ runs the same loop; a patch here cannot reach it.)"""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -164,3 +165,38 @@ def test_a_writer_killed_mid_run_stops_the_run_and_keeps_what_it_wrote(tmp_path:
     assert lines[1] == "TOLD: ['the record writer process ended (exit code -9) mid-run']"
     kept = (tmp_path / "records.jsonl").read_text(encoding="utf-8").splitlines()
     assert kept == ['{"request_index":0}']
+
+
+def test_a_program_running_another_copy_of_thetalker_is_told_so(tmp_path: Path):
+    # multiprocessing's fork server imports thetalker by its own sys.path: a program that
+    # puts a checkout first on its sys.path would have its records built by the installed
+    # copy's code. The writer names the file it runs and the parent refuses the mismatch.
+    copy = tmp_path / "copy"
+    shutil.copytree(REPO / "thetalker", copy / "thetalker",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    program = tmp_path / "program.py"
+    program.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(copy)!r})\n"
+        "from pathlib import Path\n"
+        "from thetalker.client.context import RunContext\n"
+        "from thetalker.client.options import BenchOptions\n"
+        "from thetalker.client.sinks import ProcessSink\n"
+        "if __name__ == '__main__':\n"
+        "    out = Path(sys.argv[1])\n"
+        "    ctx = RunContext.for_run(BenchOptions(base_url='http://127.0.0.1:9'), out, 0.0)\n"
+        "    ProcessSink(out / 'records.jsonl', ctx).wait_ready()\n"
+        "    print('NOT REACHED')\n",
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(  # the installed thetalker (the README's `pip install -e`)
+        [sys.executable, str(program), str(tmp_path)],
+        env=env, cwd=tmp_path, timeout=120, check=False, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "NOT REACHED" not in done.stdout
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("thetalker.client.options.BenchError: writing records failed:")
+    assert f"this process {copy / 'thetalker' / 'client' / 'sinks.py'}" in last
+    assert "PYTHONPATH" in last

@@ -234,6 +234,12 @@ class ProcessSink:
         """Act on one message of the process; True for its last (`end`)."""
         kind, text = message
         if kind == "ready":
+            if text != __file__ and self._error is None:  # see _sink_process_main
+                self._error = (
+                    f"the record writer process runs {text}, this process {__file__}: "
+                    "multiprocessing's fork server does not take this process's sys.path; "
+                    "install the copy you run, or put it on PYTHONPATH"
+                )
             self._ready.set()
             self._settled.set()
         elif kind == "error" and self._error is None:
@@ -253,6 +259,8 @@ class ProcessSink:
         if not self._ready.is_set() and not self._proc.is_alive():
             self._watcher.join()
             raise BenchError(f"writing records failed: {self._error or self._end}")
+        if self._error is not None:  # e.g. another copy of thetalker in the writer
+            raise BenchError(f"writing records failed: {self._error}")
 
     def put(self, ex: _Exchange | dict[str, Any]) -> None:
         if not self._sent_ctx:  # complete (sample rate known) once requests finish
@@ -345,7 +353,9 @@ def _sink_process_main(path: str, inbox: Any, done: Any) -> None:
     watch = ParentWatch(ignore_term=True)
     with contextlib.suppress(OSError):
         os.nice(10)
-    done.put(("ready", None))
+    # Its own file: the fork server imports thetalker by its own sys.path (not the parent's),
+    # so a parent running another copy (a checkout put first on sys.path) is told so.
+    done.put(("ready", __file__))
     ctx: RunContext | None = None
     out = RecordAppender(open(path, "a", encoding="utf-8"))  # noqa: SIM115 (closed by finish)
     writes = _Writes(out, lambda exc: done.put(("error", _describe_write(exc))))
