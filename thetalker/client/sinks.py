@@ -234,7 +234,8 @@ class ProcessSink:
         """Act on one message of the process; True for its last (`end`)."""
         kind, text = message
         if kind == "ready":
-            if text != __file__ and self._error is None:  # see _sink_process_main
+            same = text is not None and os.path.realpath(text) == os.path.realpath(__file__)
+            if not same and self._error is None:  # see _sink_process_main
                 self._error = (
                     f"the record writer process runs {text}, this process {__file__}: "
                     "multiprocessing's fork server does not take this process's sys.path; "
