@@ -61,6 +61,22 @@ def test_records_before_a_failed_write_are_synced_at_close(tmp_path: Path, fsync
     assert lines == ['{"request_index":0}']
 
 
+def _run_program(
+    tmp_path: Path, script: str, repo_on_path: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """`script` as tmp_path/program.py, given tmp_path; with `repo_on_path` this checkout on
+    PYTHONPATH, else none (the installed thetalker), run from tmp_path."""
+    program = tmp_path / "program.py"
+    program.write_text(script, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if repo_on_path:
+        env["PYTHONPATH"] = str(REPO)
+    return subprocess.run(  # the timeout only keeps a hang from stalling the suite
+        [sys.executable, str(program), str(tmp_path)],
+        env=env, cwd=tmp_path, timeout=120, check=False, capture_output=True, text=True,
+    )  # fmt: skip
+
+
 def test_a_program_that_never_closes_its_writer_process_still_exits_with_its_records(
     tmp_path: Path,
 ):
@@ -79,25 +95,10 @@ def test_a_program_that_never_closes_its_writer_process_still_exits_with_its_rec
         "    sink = ProcessSink(out / 'records.jsonl', ctx)\n"
         "    sink.put({'request_index': 0})\n"
     )
-    program = tmp_path / "never_closes.py"
-    program.write_text(script, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, str(program), str(tmp_path)], env=env, timeout=120, check=False
-    )
+    done = _run_program(tmp_path, script)
     assert done.returncode == 0
     lines = (tmp_path / "records.jsonl").read_text(encoding="utf-8").splitlines()
     assert lines == ['{"request_index":0}']
-
-
-def _run_program(tmp_path: Path, script: str) -> subprocess.CompletedProcess[str]:
-    program = tmp_path / "program.py"
-    program.write_text(script, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(  # the timeout only keeps a hang from stalling the suite
-        [sys.executable, str(program), str(tmp_path)],
-        env=env, timeout=120, check=False, capture_output=True, text=True,
-    )  # fmt: skip
 
 
 def test_a_program_without_a_main_guard_is_told_so_at_once(tmp_path: Path):
@@ -174,8 +175,8 @@ def test_a_program_running_another_copy_of_thetalker_is_told_so(tmp_path: Path):
     copy = tmp_path / "copy"
     shutil.copytree(REPO / "thetalker", copy / "thetalker",
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    program = tmp_path / "program.py"
-    program.write_text(
+    done = _run_program(
+        tmp_path,
         "import sys\n"
         f"sys.path.insert(0, {str(copy)!r})\n"
         "from pathlib import Path\n"
@@ -187,13 +188,8 @@ def test_a_program_running_another_copy_of_thetalker_is_told_so(tmp_path: Path):
         "    ctx = RunContext.for_run(BenchOptions(base_url='http://127.0.0.1:9'), out, 0.0)\n"
         "    ProcessSink(out / 'records.jsonl', ctx).wait_ready()\n"
         "    print('NOT REACHED')\n",
-        encoding="utf-8",
+        repo_on_path=False,  # the installed thetalker (the README's `pip install -e`)
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run(  # the installed thetalker (the README's `pip install -e`)
-        [sys.executable, str(program), str(tmp_path)],
-        env=env, cwd=tmp_path, timeout=120, check=False, capture_output=True, text=True,
-    )  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert "NOT REACHED" not in done.stdout
     last = done.stderr.strip().splitlines()[-1]

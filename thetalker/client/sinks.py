@@ -197,6 +197,12 @@ class ProcessSink:
         self._watcher.start()
 
     def _watch(self) -> None:
+        try:
+            self._read_messages()
+        finally:  # gone: whoever waits for its start waits no longer
+            self._settled.set()
+
+    def _read_messages(self) -> None:
         while True:
             try:
                 message = self._done.get(timeout=0.5)
@@ -204,17 +210,13 @@ class ProcessSink:
                 if self._proc.is_alive():
                     continue
                 # Gone: read what it said between the last wait and its exit (its `end`).
-                said_end = False
                 with contextlib.suppress(queue.Empty, OSError, EOFError):
                     while not self._take(self._done.get(timeout=0.1)):
                         pass
-                    said_end = True
-                if not said_end:  # killed, or failed before its loop
-                    self._died()
-                self._settled.set()
+                    return
+                self._died()  # no `end`: killed, or failed before its loop
                 return
             if self._take(message):
-                self._settled.set()
                 return
 
     def _died(self) -> None:
@@ -257,11 +259,11 @@ class ProcessSink:
         must not overlap the scored requests); call it when nothing is in flight. A process
         that ended before it started raises BenchError here, before any scored request."""
         self._settled.wait(timeout_s)
-        if not self._ready.is_set() and not self._proc.is_alive():
-            self._watcher.join()
+        gone_early = not self._ready.is_set() and not self._proc.is_alive()
+        if gone_early:
+            self._watcher.join()  # its last word (`_end`) is in
+        if gone_early or self._error is not None:  # or e.g. another copy of thetalker there
             raise BenchError(f"writing records failed: {self._error or self._end}")
-        if self._error is not None:  # e.g. another copy of thetalker in the writer
-            raise BenchError(f"writing records failed: {self._error}")
 
     def put(self, ex: _Exchange | dict[str, Any]) -> None:
         if not self._sent_ctx:  # complete (sample rate known) once requests finish
