@@ -130,6 +130,10 @@ def test_a_full_disk_stops_the_point_at_once_naming_the_records_file(
 ):
     if loop == "closed":
         monkeypatch.setattr("thetalker.client.sinks.PROCESS_SINK_FROM", 10**9)
+    # Each response 20 ms after its headers: 4 in flight send at most 200 requests a second,
+    # as the open loop does, so the count below rests on the server's pace, not the CPU's (a
+    # record reaches the writer up to HOLD_AT_MOST_S after its request ends).
+    scripted_server.default = Script(chunks=((0.02, 4800),))
     with tiny_tmpfs(tmp_path / "disk") as disk:
         out = disk / "c4"
         kw: dict[str, Any] = {"concurrency": 4}

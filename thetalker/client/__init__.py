@@ -12,7 +12,10 @@ appends to three lists. Grouping pieces into the server's chunks (`end_of_http_c
 SSE decoding, WAV header checks, the figures of `thetalker.metrics`, saving audio and the
 JSONL write (fsynced in groups) all happen afterwards, in a record writer process forked
 from a server this process starts once (so it shares no GIL with the receive loop; below
-`PROCESS_SINK_FROM` streams, in a thread).
+`PROCESS_SINK_FROM` streams, in a thread). A finished exchange reaches the writer at the
+receive loop's first quiet moment, at most half a second after its request ended (`handoff`):
+exchanges end in bursts, and handed off one by one at their ends the work fell where every
+other stream's chunks were being stamped.
 
 `workers > 1` spreads the scored requests over spawned processes after the warmup; they
 stamp the same system-wide `perf_counter` and send finished records back to the parent,
@@ -28,6 +31,7 @@ Modules, one job each:
 - `receive`: the receive loop (its timing is measured by benchmarks/client_fidelity.py)
 - `decode`: server chunks, SSE events, the WAV header of a `wav` stream
 - `record`: one record from one exchange
+- `handoff`: when a finished exchange leaves the receive loop (its first quiet moment)
 - `sinks`: where records are built and written (a thread, or a process for many streams)
 - `probe`: the server's sample rate
 - `schedule`: closed loop and open loop, for the in-process run and the workers alike

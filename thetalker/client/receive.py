@@ -18,6 +18,7 @@ from typing import Any
 
 import aiohttp
 
+from thetalker.client.handoff import note_read
 from thetalker.data.prompts import Prompt
 
 _ERROR_BODY_LIMIT = 64 * 1024
@@ -78,12 +79,14 @@ async def _receive(
             if resp.status >= 400 or not _is_stream_type(resp.content_type, sse):
                 ex.error_body = await resp.content.read(_ERROR_BODY_LIMIT)
                 return
-            # The hot loop: one clock read and three appends per piece, nothing else.
+            # The hot loop: one clock read, three appends and the read noted per piece.
             async for data, end_of_chunk in resp.content.iter_chunks():
                 if data:
-                    times.append(time.perf_counter())
+                    t = time.perf_counter()
+                    times.append(t)
                     pieces.append(data)
                     ends.append(end_of_chunk)
+                    note_read(t)  # the record hand-off waits for a quiet moment
                 elif end_of_chunk and ends:
                     ends[-1] = True
     except TimeoutError:

@@ -17,6 +17,7 @@ from typing import Any
 
 from thetalker.client.child import ParentWatch
 from thetalker.client.context import RecordSink, RunContext
+from thetalker.client.handoff import QuietHandoff
 from thetalker.client.options import BenchError, effective_workers
 from thetalker.client.receive import _describe, _Exchange
 from thetalker.client.record import build_record
@@ -66,6 +67,7 @@ class ThreadSink:
         out = RecordAppender(path.open("w", encoding="utf-8")) if path is not None else None
         self._writes = _Writes(out, self._report)
         self._queue: queue.SimpleQueue[_Exchange | dict[str, Any] | None] = queue.SimpleQueue()
+        self._handoff = QuietHandoff(self._queue.put)  # see put
         self._thread = threading.Thread(target=self._run, name="thetalker-records", daemon=True)
         # A thread holding the GIL keeps it up to the switch interval (5 ms by default) after
         # the receive loop asks for it: a chunk's stamp would wait that long behind a record.
@@ -74,7 +76,9 @@ class ThreadSink:
         self._thread.start()
 
     def put(self, ex: _Exchange | dict[str, Any]) -> None:
-        self._queue.put(ex)
+        """Held while the receive loop is busy, to the thread at its first quiet moment
+        (thetalker.client.handoff); everything held goes at close."""
+        self._handoff.put(ex)
 
     def wait_ready(self) -> None:
         """Ready from the start: the thread costs nothing to start."""
@@ -105,6 +109,7 @@ class ThreadSink:
             self.on_failure(_describe_write(exc))
 
     def close(self) -> list[dict[str, Any]]:
+        self._handoff.flush()
         self._queue.put(None)
         self._thread.join()
         sys.setswitchinterval(self._switch_interval)
@@ -164,7 +169,9 @@ class ProcessSink:
     ~0.2 ms per request) competes with the receive loop for the GIL and delays its
     timestamps; in another process it does not, and the OS runs it when the receive loop
     is idle. The exchanges cross over an unbounded `multiprocessing.Queue` (pickled by its
-    feeder thread, so `put` never blocks the loop). Same interface as `ThreadSink`."""
+    feeder thread, so `put` never blocks the loop), at the loop's quiet moments
+    (`QuietHandoff`: the feeder and the writer then work while no chunk is being stamped).
+    Same interface as `ThreadSink`."""
 
     def __init__(self, path: Path, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -173,7 +180,7 @@ class ProcessSink:
         mp = _writer_context()
         self._queue = mp.Queue()
         self._done = mp.Queue()
-        self._sent_ctx = False
+        self._handoff = QuietHandoff(_ToWriter(self._queue, ctx))  # see put
         path.open("w", encoding="utf-8").close()  # the file exists from the start
         self._proc = mp.Process(
             target=_sink_process_main,
@@ -266,12 +273,12 @@ class ProcessSink:
             raise BenchError(f"writing records failed: {self._error or self._end}")
 
     def put(self, ex: _Exchange | dict[str, Any]) -> None:
-        if not self._sent_ctx:  # complete (sample rate known) once requests finish
-            self._queue.put(self.ctx)
-            self._sent_ctx = True
-        self._queue.put(ex)
+        """Held while the receive loop is busy, to the writer at its first quiet moment
+        (thetalker.client.handoff); everything held goes at close."""
+        self._handoff.put(ex)
 
     def close(self) -> list[dict[str, Any]]:
+        self._handoff.flush()
         self._queue.put(None)
         self._watcher.join()
         sys.setswitchinterval(self._switch_interval)
@@ -285,6 +292,7 @@ class ProcessSink:
 
     def _end_unclosed(self) -> None:
         """At exit, a writer never closed: its None, then its end (what it holds is written)."""
+        self._handoff.flush()
         self._queue.put(None)
         self._end_process()
 
@@ -295,6 +303,22 @@ class ProcessSink:
             self._proc.kill()
             self._proc.join()
         _open_writers.discard(self)
+
+
+class _ToWriter:
+    """Puts exchanges on the writer process's queue, the run's context ahead of the first.
+    Apart from the sink, so that its hand-off holds no reference back to the sink (a cycle
+    would keep the queue's semaphores alive to the interpreter's end when a run fails)."""
+
+    def __init__(self, inbox: Any, ctx: RunContext) -> None:
+        self._inbox = inbox
+        self._ctx: RunContext | None = ctx
+
+    def __call__(self, ex: _Exchange | dict[str, Any]) -> None:
+        if self._ctx is not None:  # complete (sample rate known) once requests finish
+            self._inbox.put(self._ctx)
+            self._ctx = None
+        self._inbox.put(ex)
 
 
 # Writer processes not closed yet: ended at exit before the fork server (a program that

@@ -29,6 +29,7 @@ import aiohttp
 
 from thetalker import backends
 from thetalker.api.speech import normalize_base_url
+from thetalker.client.handoff import note_read
 from thetalker.client.options import BenchOptions
 from thetalker.client.pacing import load_trace, piece_offsets, text_pieces, words_per_s
 from thetalker.client.receive import _describe
@@ -175,6 +176,7 @@ async def _receive_frames(
     while True:
         msg = await ws.receive()
         t = time.perf_counter()
+        note_read(t)  # the record hand-off waits for a quiet moment
         if msg.type == binary:
             times.append(t)
             frames.append(msg.data)
