@@ -62,7 +62,6 @@ class QuietHandoff:
         send: Callable[[Any], None],
         quiet_s: float = QUIET_S,
         hold_at_most_s: float = HOLD_AT_MOST_S,
-        clock: Callable[[], float] = time.perf_counter,
         reads: Callable[[], float] = last_read,
         slice_size: int = SLICE,
     ) -> None:
@@ -70,10 +69,9 @@ class QuietHandoff:
         self._slice = slice_size
         self._quiet_s = quiet_s
         self._hold_at_most_s = hold_at_most_s
-        self._clock = clock
         self._reads = reads
         self._held: list[Any] = []
-        self._oldest = 0.0  # clock time the oldest held item came
+        self._oldest = 0.0  # perf_counter time the oldest held item came (as reads())
         self._timer: asyncio.TimerHandle | None = None
 
     @property
@@ -89,11 +87,11 @@ class QuietHandoff:
             return
         self._held.append(item)
         if self._timer is None:
-            self._oldest = self._clock()
+            self._oldest = time.perf_counter()
             self._timer = loop.call_later(self._quiet_s, self._check, loop)
 
     def _check(self, loop: asyncio.AbstractEventLoop) -> None:
-        now = self._clock()
+        now = time.perf_counter()
         quiet_for = now - self._reads()
         held_for = now - self._oldest
         if quiet_for >= self._quiet_s or held_for >= self._hold_at_most_s:

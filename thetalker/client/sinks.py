@@ -174,7 +174,6 @@ class ProcessSink:
     Same interface as `ThreadSink`."""
 
     def __init__(self, path: Path, ctx: RunContext) -> None:
-        self.ctx = ctx
         self.path = path
         self.on_failure: Callable[[str], None] | None = None
         mp = _writer_context()
