@@ -21,6 +21,8 @@ from tests.support.workflow_copy import (
     planned_jobs,
     rules_of,
     smk,
+    smk_offline,
+    tiny_config,
     write_config,
 )
 from thetalker.data.records import read_records
@@ -220,3 +222,32 @@ def test_embedded_default_end_to_end_then_tables_rebuild_from_records(
     again = smk(workflow, "--cores", "2", *(f"results/tables/{name}" for name in before))
     assert again.returncode == 0, again.stderr[-3000:]
     assert {p.name: p.read_text() for p in tables.iterdir()} == before
+
+
+@pytest.mark.slow
+def test_one_system_config_runs_every_target_with_no_ratio_or_comparison(tmp_path: Path):
+    # A user measuring one endpoint names one system, no report.ratio, no quality.compare:
+    # every target builds, with no ratio column and no comparison drawn.
+    config = tiny_config()
+    config["report"].pop("ratio")
+    config["quality"] = {
+        "enabled": True,
+        "prompts": "prompts/seed_tts_eval_en_200.jsonl",
+        "requests": 2,
+        "concurrency": 1,
+        "n_resamples": 200,
+        "asr": {"backend": "faster-whisper", "model": "tiny.en-bundled", "workers": 1},
+    }
+    workflow = copy_workflow(tmp_path / "wf")
+    result = smk_offline(
+        workflow, "--cores", "2", "--configfile", write_config(workflow, "one.yaml", config)
+    )
+    leftovers = processes_in(workflow)
+    assert not leftovers, f"processes left running in the workflow copy: {leftovers}"
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    tables = workflow / "results" / "tables"
+    throughput = (tables / "throughput.md").read_text()
+    header = next(line for line in throughput.splitlines() if line.startswith("| model"))
+    assert header.split("|")[1:-1] == [" model ", " local "], header
+    assert (tables / "wer.md").is_file()
+    assert not (workflow / "results" / "quality" / "compare").exists()

@@ -175,7 +175,7 @@ def check_config(config: Mapping[str, Any]) -> None:
             f"config field report.headline_concurrency: {report['headline_concurrency']} "
             f"is not in concurrency {points}"
         )
-    for name in report["ratio"]:
+    for name in report.get("ratio") or ():  # no ratio asked for: no ratio column
         if name not in config["systems"]:
             raise ConfigError(f"config field report.ratio: unknown system {name!r}")
     deploy_systems = [s for s, spec in config["systems"].items() if spec.get("use_deploy_file")]

@@ -34,10 +34,12 @@ BUNDLED_ASR_MODEL = "tiny.en-bundled"
 
 def quality_settings(config: Mapping[str, Any]) -> dict[str, Any]:
     """The `quality` section (the schema filled its defaults; no section: `enabled: false`)
-    with its two fallbacks resolved: the speed prompts, and `report.ratio` to compare."""
+    with its two fallbacks resolved: the speed prompts, and `report.ratio` to compare (None
+    when neither names two systems: nothing is compared)."""
     quality = dict(config["quality"])
     quality["prompts"] = quality["prompts"] or config["prompts"]
-    quality["compare"] = quality["compare"] or list(config["report"]["ratio"])
+    pair = quality.get("compare") or config["report"].get("ratio")
+    quality["compare"] = list(pair) if pair else None
     return quality
 
 
@@ -51,7 +53,7 @@ def check_quality(config: Mapping[str, Any]) -> None:
     for model in quality["models"]:
         if model not in config["models"]:
             raise ConfigError(f"config field quality.models: unknown model {model!r}")
-    for name in quality["compare"]:
+    for name in quality["compare"] or ():
         if name not in config["systems"]:
             raise ConfigError(f"config field quality.compare: unknown system {name!r}")
     asr = config["quality"].get("asr") or {}
@@ -136,9 +138,12 @@ def asr_model_arg(config: Mapping[str, Any]) -> str:
 
 
 def wer_pairs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(system_a, system_b) compared by paired bootstrap on every model; none if a == b."""
-    first, second = quality_settings(config)["compare"]
-    return [] if first == second else [(first, second)]
+    """(system_a, system_b) compared by paired bootstrap on every model; none when the
+    config names no pair (quality.compare, report.ratio) or the same system twice."""
+    pair = quality_settings(config)["compare"]
+    if not pair or pair[0] == pair[1]:
+        return []
+    return [(pair[0], pair[1])]
 
 
 def wer_under_load_label(model: str, concurrency: int | str) -> str:

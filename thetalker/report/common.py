@@ -240,7 +240,7 @@ def add_point_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
 
 def report_parser(prog: str, description: str | None, suffix: str) -> argparse.ArgumentParser:
-    """The arguments the tables and the figures share; `--ratio` is the tables' own."""
+    """The arguments the tables and the figures share (the settings' ratio is the tables')."""
     parser = add_point_arguments(argparse.ArgumentParser(prog=prog, description=description))
     for name in ("throughput", "continuity", "ttfa", "cost"):
         parser.add_argument(f"--{name}", required=True, type=Path, help=f"{name}{suffix} to write")

@@ -3,7 +3,7 @@ of a flag each (which models and systems, the headline point, the ratio, the pri
 service level, the grid). The workflow builds it from the filled config (rules/report.smk,
 `--settings {params.report:q}`); by hand, `--settings` takes the same JSON or a file of it.
 
-    {"models": [...], "systems": [...], "headline": 32, "ratio": ["a", "b"],
+    {"models": [...], "systems": [...], "headline": 32, "ratio": ["a", "b"] or null,
      "gpu_hour_usd": 2.99, "min_continuity_pct": 95, "ttfa_slo_s": null, "grid": [1, 2],
      "slo": {"player_model": "max_deficit_0.1s", "min_continuity_pct": 95, ...}}
 
@@ -33,7 +33,7 @@ class ReportSettings:
     models: tuple[str, ...]
     systems: tuple[str, ...]
     headline: int  # report.headline_concurrency
-    ratio: tuple[str, str]  # report.ratio: numerator, denominator system
+    ratio: tuple[str, str] | None  # report.ratio: numerator, denominator; None: no ratio
     gpu_hour_usd: float
     min_continuity_pct: float
     ttfa_slo_s: float | None  # None: no TTFA limit in the service level
@@ -50,7 +50,7 @@ class ReportSettings:
             models=tuple(config["models"]),
             systems=tuple(config["systems"]),
             headline=int(report["headline_concurrency"]),
-            ratio=tuple(report["ratio"]),  # type: ignore[arg-type]
+            ratio=_ratio(report.get("ratio"), "config"),
             gpu_hour_usd=float(report["gpu_hour_usd"]),
             min_continuity_pct=float(report["min_continuity_pct"]),
             ttfa_slo_s=report["ttfa_slo_s"],
@@ -66,14 +66,12 @@ class ReportSettings:
         if missing or unknown:
             what = f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(unknown)}"
             raise ReportSettingsError(f"{where}: report settings field(s) {what}")
-        if len(data["ratio"]) != 2:
-            raise ReportSettingsError(f"{where}: report settings field ratio: two systems")
         slo = data["ttfa_slo_s"]
         return cls(
             models=tuple(map(str, data["models"])),
             systems=tuple(map(str, data["systems"])),
             headline=int(data["headline"]),
-            ratio=(str(data["ratio"][0]), str(data["ratio"][1])),
+            ratio=_ratio(data["ratio"], where),
             gpu_hour_usd=float(data["gpu_hour_usd"]),
             min_continuity_pct=float(data["min_continuity_pct"]),
             ttfa_slo_s=None if slo is None else float(slo),
@@ -102,6 +100,15 @@ class ReportSettings:
     def to_json(self) -> str:
         """Canonical JSON (Snakemake compares params: equal settings, equal strings)."""
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+
+def _ratio(value: Any, where: str) -> tuple[str, str] | None:
+    """Two systems, or None: a config that asks for no ratio gets no ratio column."""
+    if value is None:
+        return None
+    if isinstance(value, str) or len(value) != 2:
+        raise ReportSettingsError(f"{where}: report settings field ratio: two systems or null")
+    return (str(value[0]), str(value[1]))
 
 
 def _slo(value: Any, where: str) -> dict[str, Any]:

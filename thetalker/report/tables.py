@@ -8,13 +8,13 @@ interval of the ratio column (`rtfx_ratio_interval`, over the records files poin
 names: paired by round when both systems ran N > 1 rounds, else a bootstrap over each
 run's requests). Intervals are 95%: `value ± half-width` for RTFx, `value [low, high]` for
 percentages and TTFA percentiles (neither is symmetric). A point with failed requests says
-so beside its figure (`(k/n failed)`); a ratio whose interval holds 1.0 is marked `†`.
+so beside its figure (`(k/n failed)`); a ratio whose interval holds 1.0 is marked `†`, and
+a config that names no `report.ratio` gets no ratio column.
 Rows follow the config's order of models and systems; a missing point prints `n/a`.
 Each `X.md` gets an `X.csv` beside it with one number per cell (value, low, high) for the
 report's sortable view; continuity.md's threshold table is `continuity_thresholds.csv`.
 
-    python -m thetalker.report.tables --points results/points.csv --models M... \
-        --systems S... --headline 32 --ratio A B --gpu-hour-usd 2.99 \
+    python -m thetalker.report.tables --points results/points.csv --settings JSON|FILE \
         --throughput T.md --continuity C.md --ttfa F.md --cost P.md
 """
 
@@ -116,10 +116,10 @@ def throughput_rows(
     models: Sequence[str],
     systems: Sequence[str],
     headline: int,
-    ratio: Sequence[str],
+    ratio: Sequence[str] | None,
 ) -> list[Row]:
-    """One row per model: each system's RTFx with its interval and failures, and the ratio."""
-    num, den = ratio
+    """One row per model: each system's RTFx with its interval and failures, and the ratio
+    (none when the config asks for none)."""
     point = layout.concurrency_label(headline)
     rows = []
     for model in models:
@@ -130,7 +130,10 @@ def throughput_rows(
             row[f"{system}_rtfx_method"] = summary.get("rtfx_method") if summary else None
             row[f"{system}_n_failed"] = summary.get("n_failed") if summary else None
             row[f"{system}_n_scored"] = summary.get("n_scored") if summary else None
-        ci = ratio_at(points, model, num, den, point)
+        if not ratio:
+            rows.append(row)
+            continue
+        ci = ratio_at(points, model, ratio[0], ratio[1], point)
         row.update(
             ratio=ci.value if ci else None,
             ratio_low=ci.low if ci else None,
@@ -147,10 +150,9 @@ def throughput_table(
     models: Sequence[str],
     systems: Sequence[str],
     headline: int,
-    ratio: Sequence[str],
+    ratio: Sequence[str] | None,
 ) -> str:
-    num, den = ratio
-    header = ["model", *systems, f"{num} / {den}"]
+    header = ["model", *systems, *([f"{ratio[0]} / {ratio[1]}"] if ratio else [])]
     point = layout.concurrency_label(headline)
     rows = []
     for model in models:
@@ -158,14 +160,20 @@ def throughput_table(
         for system in systems:
             summary = point_at(points, model, system, point)
             cells.append(cell_pm(summary, "rtfx", 1) + failed_mark(summary))
-        rows.append([model, *cells, _ratio_cell(ratio_at(points, model, num, den, point))])
+        if ratio:
+            cells.append(_ratio_cell(ratio_at(points, model, ratio[0], ratio[1], point)))
+        rows.append([model, *cells])
     title = (
         f"RTFx at concurrency {headline}: seconds of audio delivered per second of wall clock, "
-        f"all streams together (a failed request delivers none). {_INTERVAL_NOTE} The ratio's "
-        "interval [low, high] is paired by round when both systems ran N > 1 rounds, else a "
-        f"bootstrap over each run's requests; {NOT_DISTINGUISHABLE}: it contains 1.0, the two "
-        "systems are not distinguishable at this point.\n\n"
+        f"all streams together (a failed request delivers none). {_INTERVAL_NOTE}"
     )
+    if ratio:
+        title += (
+            " The ratio's interval [low, high] is paired by round when both systems ran N > 1 "
+            f"rounds, else a bootstrap over each run's requests; {NOT_DISTINGUISHABLE}: it "
+            "contains 1.0, the two systems are not distinguishable at this point."
+        )
+    title += "\n\n"
     return title + markdown_table(header, rows)
 
 
