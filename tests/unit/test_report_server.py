@@ -85,7 +85,35 @@ def test_one_point_reconciled_by_hand() -> None:
     assert row["part_queue_s"] == pytest.approx(0.05)
     assert row["part_generation_s"] == pytest.approx(0.55)
     assert row["part_transport_s"] == pytest.approx(0.1)
-    assert row["gpu_busy_mean_pct"] == 80.0 and row["gpu_memory_peak_mib"] == 1000.0
+    assert row["busy_mean_pct"] == 80.0 and row["memory_peak_mib"] == 1000.0
+    assert (row["busy_device"], row["memory_device"]) == ("GPU", "GPU")
+
+
+def test_each_busy_and_memory_figure_names_its_device() -> None:
+    # The embedded server has no GPU: the sampler watched its process tree's CPU and RSS.
+    records = [record(0.5) for _ in range(4)]
+    data = round_data(BUCKETS, 2.4, 0.2, completed=4)
+    cpu = [{"source": "proc", "mean_utilization_pct": 177.0, "peak_memory_mib": 512.0}]
+    gpu = [{"source": "nvidia-smi", "mean_utilization_pct": 80.0, "peak_memory_mib": 1000.0}]
+    rows = [
+        {**reconcile(records, [data], cpu), "system": "local", "model": "m", "point": "c1"},
+        {**reconcile(records, [data], gpu), "system": "vllm", "model": "m", "point": "c1"},
+    ]
+    assert (rows[0]["busy_device"], rows[0]["memory_device"]) == ("CPU", "RSS")
+    table = server_table(rows)
+    header, _, local, vllm = table.splitlines()[:4]
+    assert "GPU" not in header  # the header claims no device: each cell names its own
+    assert "177.0 (CPU, % of one core)" in local and "512 (RSS)" in local
+    assert "GPU" not in local
+    assert "80.0 (GPU)" in vllm and "1000 (GPU)" in vllm
+
+
+def test_rounds_sampled_on_different_devices_give_no_figure() -> None:
+    cpu = {"source": "proc", "mean_utilization_pct": 177.0, "peak_memory_mib": 512.0}
+    gpu = {"source": "nvidia-smi", "mean_utilization_pct": 80.0, "peak_memory_mib": 1000.0}
+    row = reconcile([record(0.5)], [round_data(BUCKETS, 2.4, 0.2, completed=1)], [cpu, gpu])
+    assert row["busy_mean_pct"] is None and row["memory_peak_mib"] is None
+    assert row["busy_device"] == "mixed: CPU, GPU"
 
 
 def test_a_request_the_server_never_counted_is_lost() -> None:

@@ -2,7 +2,7 @@
 
 Per point (rounds pooled), from the point's `server_metrics.json` (the server's `/metrics`
 deltas over the scored requests, `thetalker.pipeline.server_metrics`), its records and its
-provenance (the GPU sampler):
+provenance (the resource sampler: a GPU, or the server process tree's CPU and memory):
 
 - client first audio: TTFA p50 / mean over the ok records (the client's clock);
 - server TTFP p50 / p95 from the `audio_ttfp_s` buckets, each with the bucket it lies in
@@ -17,7 +17,8 @@ provenance (the GPU sampler):
   WebSocket sessions: one is many generations, or none the server counts as a stream, so
   counts, the gap and the figure's parts are left out there);
 - the gap client TTFA mean - server TTFP mean: connection, HTTP, network and the client;
-- GPU busy (the sampler's mean utilization) and its peak memory.
+- busy (the sampler's mean utilization) and peak memory, each naming its device: the GPU
+  (nvidia-smi) or, with none, the server process tree's CPU (percent of one core) and RSS.
 
 The figure, one panel per (system, model) with server metrics: the client's mean first
 audio at each load, stacked as queue (queue wait mean) + generation (TTFP mean - queue
@@ -138,15 +139,40 @@ def _client(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _gpu(resources: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
-    have = [r for r in resources if r]
+# What the sampler's busy and memory figures are of, by its source (thetalker.pipeline.sampler):
+# a GPU's utilization and device memory, or, with no GPU, the server process tree's CPU (in
+# percent of one core: above 100 on several cores) and resident memory.
+_DEVICES = {
+    "nvidia-smi": ("GPU", "GPU", "GPU"),
+    "proc": ("CPU", "CPU, % of one core", "RSS"),
+}
+
+
+def _resources(resources: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """Busy mean and memory peak over the point's rounds, each with the device it is of;
+    rounds sampled on different devices give no figure (a CPU and a GPU never pool)."""
+    have = [r for r in resources if r and r.get("source") in _DEVICES]
+    devices = sorted({_DEVICES[r["source"]][0] for r in have})
+    if len(devices) != 1:
+        device = f"mixed: {', '.join(devices)}" if devices else None
+        return {"busy_device": device, "busy_mean_pct": None, "busy_unit": None,
+                "memory_device": device, "memory_peak_mib": None}  # fmt: skip
+    busy_device, busy_unit, memory_device = _DEVICES[have[0]["source"]]
     util = [r["mean_utilization_pct"] for r in have if r.get("mean_utilization_pct") is not None]
     mem = [r["peak_memory_mib"] for r in have if r.get("peak_memory_mib") is not None]
     return {
-        "gpu_source": have[0].get("source") if have else None,
-        "gpu_busy_mean_pct": float(np.mean(util)) if util else None,
-        "gpu_memory_peak_mib": float(max(mem)) if mem else None,
+        "busy_device": busy_device,
+        "busy_mean_pct": float(np.mean(util)) if util else None,
+        "busy_unit": busy_unit,
+        "memory_device": memory_device,
+        "memory_peak_mib": float(max(mem)) if mem else None,
     }
+
+
+def _on_device(value: Any, digits: int, device: Any) -> str:
+    """A sampler figure with the device it is of: `177.0 (CPU, % of one core)`."""
+    text = _s(value, digits)
+    return f"{text} ({device})" if device else text
 
 
 def _thresholds(data: Mapping[str, Any]) -> list[str]:
@@ -160,7 +186,7 @@ def reconcile(
     resources: Sequence[Mapping[str, Any] | None] = (),
 ) -> dict[str, Any]:
     """One point's row: the client's figures, the server's, and where they meet."""
-    row: dict[str, Any] = {**_client(records), **_gpu(resources)}
+    row: dict[str, Any] = {**_client(records), **_resources(resources)}
     data = pool_server_metrics(server_rounds)
     if data is None:
         reasons = sorted({str(r.get("reason")) for r in server_rounds if r.get("reason")})
@@ -321,14 +347,17 @@ def server_table(rows: Sequence[Mapping[str, Any]]) -> str:
         "Client - server first audio, mean (s)",
         "Server continuity",
         "Counted / sent",
-        "GPU busy mean (%)",
-        "GPU memory peak (MiB)",
+        "Server busy mean (%) (device)",
+        "Server memory peak (MiB) (device)",
     ]
     lines = []
     for row in rows:
         load = row["point"] + ("*" if row.get("search_point") else "")
         head = [row["system"], row["model"], load, _s(row.get("client_ttfa_p50_s"))]
-        gpu = [_s(row.get("gpu_busy_mean_pct"), 1), _s(row.get("gpu_memory_peak_mib"), 0)]
+        gpu = [
+            _on_device(row.get("busy_mean_pct"), 1, row.get("busy_unit")),
+            _on_device(row.get("memory_peak_mib"), 0, row.get("memory_device")),
+        ]
         if not row.get("server_metrics"):
             reason = f"no server metrics ({row.get('server_reason') or 'none recorded'})"
             lines.append([*head, reason, *[""] * 7, *gpu])
@@ -357,7 +386,9 @@ def server_table(rows: Sequence[Mapping[str, Any]]) -> str:
         "interpolated within the server's histogram buckets (the bucket, in s, is the "
         "resolution). Client - server: client TTFA mean minus server TTFP mean (connection, "
         "HTTP, network, client). Counted / sent: streams the server completed or aborted "
-        "against the scored requests the client sent. `*`: a capacity-search point.\n"
+        "against the scored requests the client sent. Busy and memory: the sampler's, each naming "
+        "its device: GPU (utilization, device memory) or, with no GPU, the server process "
+        "tree's CPU (percent of one core) and RSS. `*`: a capacity-search point.\n"
     )
     return markdown_table(header, lines, label_columns=3) + notes
 
