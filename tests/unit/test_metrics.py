@@ -20,7 +20,9 @@ from thetalker.metrics import (
     audible_onset_s,
     compute_continuity_stats,
     compute_stalls,
+    continuity_change_bootstrap,
     continuous_at,
+    newcombe_difference,
     paired_interval,
     perceived_first_audio_s,
     percentile_interval,
@@ -530,6 +532,30 @@ def test_wilson_of_ten_out_of_ten_is_not_certain():
     assert ci.value == 100.0 and ci.high == pytest.approx(100.0)
     assert ci.low == pytest.approx(72.2467, abs=1e-3)
     assert ci.method == "wilson" and ci.n == 10
+
+
+def test_no_spread_is_no_certainty_in_a_change_of_continuity():
+    # Every stream continuous in both runs: each resample's change is 0, and the bootstrap
+    # printed "+0.0 [+0.0, +0.0]". 6 and 8 streams rule out no small drop: Newcombe's
+    # interval from the two Wilson intervals.
+    a = [_rec(i, 0.0, 1.0) for i in range(6)]
+    b = [_rec(i, 0.0, 1.0) for i in range(8)]
+    ci = continuity_change_bootstrap(a, b)
+    assert ci.value == 0.0 and ci.method == "newcombe"
+    low_a, low_b = wilson_pct(6, 6).low, wilson_pct(8, 8).low
+    assert (ci.low, ci.high) == pytest.approx((-(100 - low_a), 100 - low_b))
+    # With spread it stays the bootstrap.
+    c = [_rec(i, 0.0, 1.0, continuous=i % 2 == 0) for i in range(8)]
+    assert continuity_change_bootstrap(a, c).method == "bootstrap"
+
+
+def test_newcombe_by_hand():
+    # 9/10 minus 5/10: d = 40 points, bounds from the two Wilson intervals' distances.
+    a, b = wilson_pct(9, 10), wilson_pct(5, 10)
+    d = newcombe_difference(a, b)
+    assert d.value == pytest.approx(40.0)
+    assert d.low == pytest.approx(40.0 - np.hypot(90.0 - a.low, b.high - 50.0))
+    assert d.high == pytest.approx(40.0 + np.hypot(a.high - 90.0, 50.0 - b.low))
 
 
 def test_wilson_by_hand_at_half():

@@ -1,4 +1,4 @@
-"""WER arithmetic and bootstrap intervals against hand-computed cases (thetalker.quality.wer)."""
+"""WER arithmetic and its intervals against hand-computed cases (thetalker.quality.wer)."""
 
 from __future__ import annotations
 
@@ -89,55 +89,69 @@ def test_failed_request_counts_as_all_deletions_in_summary() -> None:
     assert out["ids_above_50pct"] == ["b"]
 
 
-# --- bootstrap ------------------------------------------------------------------------
+# --- intervals (thetalker.metrics.intervals, the one engine) ---------------------------
 
 
-def test_single_sentence_gives_zero_width_interval() -> None:
-    low, high = wer.bootstrap_interval([3], [12], n_resamples=500)
-    assert low == high == pytest.approx(25.0)
+def test_no_error_is_not_certainty() -> None:
+    # Six right sentences of 10 words: a bootstrap over them resamples 0 % every time and
+    # printed "0.00 ± 0.00". 60 words with no error rule out a WER above about 6 %, no less.
+    ci = wer.wer_interval([0] * 6, [10] * 6)
+    assert (ci.value, ci.low, ci.method) == (0.0, 0.0, "wilson")
+    # The Wilson bound of 0 of k is z^2 / (k + z^2): about 3.8 / k.
+    z2 = 1.959963984540054**2
+    assert ci.high == pytest.approx(100.0 * z2 / (60 + z2))
+    out = wer.summarize([row(f"s{i}", 0, 0, 0, 10) for i in range(6)], n_resamples=200)
+    assert out["wer_pm"] == f"0.00 [0.00, {ci.high:.2f}]" and out["ci_high"] > 0
 
 
-def test_identical_sentences_give_zero_width_interval() -> None:
-    low, high = wer.bootstrap_interval([1] * 7, [10] * 7, n_resamples=500)
-    assert (low, high) == pytest.approx((10.0, 10.0))
+def test_single_sentence_gets_the_interval_of_its_words() -> None:
+    ci = wer.wer_interval([3], [12], n_resamples=500)
+    assert ci.value == pytest.approx(25.0) and ci.method == "wilson"
+    assert ci.low < 25.0 < ci.high
+
+
+def test_identical_sentences_are_no_certainty_either() -> None:
+    # Seven sentences with one error in ten words each: every resample is 10 %.
+    ci = wer.wer_interval([1] * 7, [10] * 7, n_resamples=500)
+    assert ci.value == pytest.approx(10.0) and ci.low < 10.0 < ci.high
 
 
 def test_seeded_interval_is_reproducible_and_seed_matters() -> None:
     rng = np.random.default_rng(123)
     refs = rng.integers(5, 20, size=60)
     edits = rng.binomial(refs, 0.1)
-    a = wer.bootstrap_interval(edits, refs, n_resamples=2000, seed=7)
-    b = wer.bootstrap_interval(edits, refs, n_resamples=2000, seed=7)
-    c = wer.bootstrap_interval(edits, refs, n_resamples=2000, seed=8)
-    assert a == b
-    assert a != c
-    point = wer.pooled_wer(edits, refs)
-    assert a[0] < point < a[1]
+    a = wer.wer_interval(edits, refs, n_resamples=2000, seed=7)
+    b = wer.wer_interval(edits, refs, n_resamples=2000, seed=7)
+    c = wer.wer_interval(edits, refs, n_resamples=2000, seed=8)
+    assert a == b and a.method == "bootstrap"
+    assert (a.low, a.high) != (c.low, c.high)
+    assert a.low < wer.pooled_wer(edits, refs) < a.high
 
 
-def test_interval_matches_a_plain_loop_with_the_same_draws() -> None:
-    # The vectorised blocks draw the same indices as one (n_resamples, n) draw.
+def test_interval_is_the_percentile_bootstrap_over_sentences() -> None:
+    # Each resample draws whole sentences (edits and words together), as a plain loop does.
     edits = np.array([0, 2, 1, 5, 0, 3])
     refs = np.array([8, 9, 7, 10, 6, 12])
-    n_res = 300
-    idx = np.random.default_rng(3).integers(0, 6, size=(n_res, 6))
+    ci = wer.wer_interval(edits, refs, n_resamples=4000, seed=3)
+    idx = np.random.default_rng(11).integers(0, 6, size=(20000, 6))
     loop = [100.0 * edits[i].sum() / refs[i].sum() for i in idx]
-    expected = tuple(np.percentile(loop, [2.5, 97.5]))
-    assert wer.bootstrap_interval(edits, refs, n_resamples=n_res, seed=3) == pytest.approx(expected)
+    expected = np.percentile(loop, [2.5, 97.5])
+    assert (ci.low, ci.high) == pytest.approx(tuple(expected), abs=1.5)
 
 
 def test_bootstrap_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError, match="one length"):
-        wer.bootstrap_interval([1, 2], [3], n_resamples=10)
+        wer.wer_interval([1, 2], [3], n_resamples=10)
     with pytest.raises(ValueError, match="confidence"):
-        wer.bootstrap_interval([1], [3], confidence=1.5)
+        wer.wer_interval([1, 2], [3, 4], confidence=1.5)
 
 
 def test_summarize_fields_and_pm_string() -> None:
     rows = [row(f"s{i}", i % 2, 0, 0, 10) for i in range(10)]
     out = wer.summarize(rows, n_resamples=1000, seed=1, meta={"model": "tiny.en"})
     assert out["wer"] == pytest.approx(5.0)
-    assert out["wer_pm"] == wer.format_pm(out["wer"], out["half_width"])
+    assert out["ci_method"] == "bootstrap"
+    assert out["wer_pm"] == wer.format_wer(out["wer"], out["ci_low"], out["ci_high"], "bootstrap")
     assert out["half_width"] == pytest.approx((out["ci_high"] - out["ci_low"]) / 2)
     assert out["per_sentence_mean"] == pytest.approx(5.0)
     assert out["n_above_50pct"] == 0
@@ -147,31 +161,49 @@ def test_summarize_fields_and_pm_string() -> None:
     assert out["normalizer"].startswith("whisper-normalizer ")
 
 
-def test_format_pm() -> None:
-    assert wer.format_pm(1.114, 0.512) == "1.11 ± 0.51"
-    assert wer.format_pm(12.0, 3.456) == "12.00 ± 3.46"
+def test_format_wer() -> None:
+    assert wer.format_wer(1.114, 0.6, 1.624, "bootstrap") == "1.11 ± 0.51"
+    assert wer.format_wer(12.0, 9.0, 15.912, "bootstrap") == "12.00 ± 3.46"
+    assert wer.format_wer(0.0, 0.0, 6.02, "wilson") == "0.00 [0.00, 6.02]"
 
 
 # --- paired bootstrap -----------------------------------------------------------------
 
 
-def test_paired_difference_of_identical_systems_is_exactly_zero() -> None:
+def test_paired_difference_of_identical_systems_is_zero_but_not_certain() -> None:
     a = [row(f"s{i}", i % 3, 0, 0, 10) for i in range(20)]
     out = wer.paired_bootstrap_difference(a, list(reversed(a)), n_resamples=500)
     assert out["difference"] == 0.0
-    assert (out["ci_low"], out["ci_high"]) == (0.0, 0.0)
+    # Every resample gives 0: the same sentences cannot show the systems equal to the point.
+    assert out["ci_low"] < 0.0 < out["ci_high"] and out["ci_method"] == "newcombe"
     assert not out["excludes_zero"]
 
 
+def test_paired_difference_of_two_error_free_systems_is_not_zero_wide() -> None:
+    a = [row(f"s{i}", 0, 0, 0, 10) for i in range(6)]
+    out = wer.paired_bootstrap_difference(a, a, n_resamples=500)
+    bound = wer.wer_interval([0] * 6, [10] * 6).high
+    assert (out["ci_low"], out["ci_high"]) == pytest.approx((-bound, bound))
+
+
 def test_paired_difference_sees_a_consistent_gap() -> None:
-    # b makes one more error than a on every sentence: the difference is -10 points,
-    # and pairing removes the sentence-to-sentence spread entirely.
+    # b makes one more error than a on every sentence: the difference is -10 points, and
+    # every paired resample says so; the counts still bound what the sample can rule out.
     a = [row(f"s{i}", i % 4, 0, 0, 10) for i in range(30)]
     b = [row(f"s{i}", i % 4 + 1, 0, 0, 10) for i in range(30)]
     out = wer.paired_bootstrap_difference(a, b, n_resamples=1000, seed=5)
     assert out["difference"] == pytest.approx(-10.0)
-    assert (out["ci_low"], out["ci_high"]) == pytest.approx((-10.0, -10.0))
+    assert out["ci_low"] < -10.0 < out["ci_high"] < 0.0
     assert out["excludes_zero"]
+
+
+def test_paired_difference_with_spread_is_the_paired_bootstrap() -> None:
+    rng = np.random.default_rng(4)
+    a = [row(f"s{i}", int(rng.integers(0, 3)), 0, 0, 10) for i in range(40)]
+    b = [row(f"s{i}", int(rng.integers(0, 4)), 0, 0, 10) for i in range(40)]
+    out = wer.paired_bootstrap_difference(a, b, n_resamples=1000, seed=5)
+    assert out["ci_method"] == "bootstrap"
+    assert out["ci_low"] < out["difference"] < out["ci_high"]
 
 
 def test_paired_difference_names_ids_that_do_not_match() -> None:

@@ -60,16 +60,22 @@ def test_table_is_model_by_system_with_pm_cells(wer_files: list[Path]) -> None:
     # 2 errors in 40 words = 5 %; the interval half-width comes from the file, verbatim.
     local = json.loads(wer_files[0].read_text())
     assert local["wer_pm"].startswith("5.00 ± ")
-    assert f"| piper-joe | {local['wer_pm']} | 20.00 ± 0.00 |" in lines
+    # The same 2 errors in each sentence, and no error at all: no spread to bootstrap, so the
+    # Wilson interval of edits over words (never "± 0.00": the sample rules out no small rate).
+    assert f"| piper-joe | {local['wer_pm']} | 20.00 [10.50, 34.76] |" in lines
     # A (model, system) that was not run is n/a, never 0.
-    assert "| other | 0.00 ± 0.00 | n/a |" in lines
+    assert "| other | 0.00 [0.00, 8.76] | n/a |" in lines
     assert any("tiny.en" in line and "whisper-normalizer" in line for line in lines)
 
 
 def test_table_respects_given_order(wer_files: list[Path]) -> None:
     md = quality.wer_table(wer_files, models=["other", "piper-joe"], systems=["local-stock"])
     body = [line for line in md.splitlines() if line.startswith("| ")]
-    assert body == ["| model | local-stock |", "| other | n/a |", "| piper-joe | 20.00 ± 0.00 |"]
+    assert body == [
+        "| model | local-stock |",
+        "| other | n/a |",
+        "| piper-joe | 20.00 [10.50, 34.76] |",
+    ]
 
 
 def test_figure_is_a_png(wer_files: list[Path], tmp_path: Path) -> None:

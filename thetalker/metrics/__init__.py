@@ -6,8 +6,9 @@ throughput cannot see that; a per-stream player simulation can.
 
 Pure functions over plain sequences and numpy arrays, no I/O, so the client, the
 workflow, the report and the tests all mean the same thing by "continuous"
-(definitions: docs/metrics.md). The intervals beside every headline figure (bootstrap,
-Wilson, t over repeats) are scipy's, imported only where an interval is computed.
+(definitions: tutorials/03-streaming-metrics.md). The intervals beside every headline
+figure (bootstrap, Wilson, t over repeats; `intervals`) are scipy's, imported only where an
+interval is computed.
 Times are seconds from `time.perf_counter()`; audio is signed 16-bit little-endian PCM.
 
 Degenerate input (no chunks, lists of different length, a non-positive byte rate)

@@ -1,5 +1,6 @@
 """Every interval the tables print: bootstrap, Wilson, t over repeats, paired and Welch
-t, ratio and change intervals. scipy is imported where it is used."""
+t, ratio and change intervals, and the one rule for a sample with no spread (`at_bound`).
+scipy is imported where it is used."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ __all__ = [
     "bootstrap",
     "percentile_interval",
     "wilson_pct",
+    "at_bound",
+    "newcombe_difference",
+    "rate_pct",
+    "rate_change_pct",
     "continuity_interval",
     "rtfx_bootstrap",
     "repeats_interval",
@@ -41,8 +46,18 @@ __all__ = [
 # --- intervals ---------------------------------------------------------------------------
 #
 # One implementation of every interval the tables print. Bootstrap intervals are scipy's
-# percentile bootstrap (the method of wer.md's interval, and well defined on small or tied
-# samples where BCa's jackknife degenerates), seeded, so a rebuild prints the same digits.
+# percentile bootstrap (well defined on small or tied samples where BCa's jackknife
+# degenerates), seeded, so a rebuild prints the same digits; a resample whose statistic is
+# undefined (nan: no reference word drawn, 0/0) is left out of the percentiles.
+#
+# No spread is no certainty. A bootstrap over a sample where every observation sits at a
+# bound (no word wrong in any sentence, every stream continuous) resamples the same figure
+# every time and would print a zero-wide interval: "0.00 ± 0.00". The sample cannot rule out
+# a small rate, so a count with no spread (or too few units to bootstrap) gets the Wilson
+# score interval of its pooled count instead (k words with no error: [0, about 3.8/k]), and
+# a difference of two such counts Newcombe's hybrid score interval built from their two
+# Wilson intervals. `rate_pct`, `rate_change_pct` and `continuity_change_bootstrap` apply
+# it; shares of streams (`continuity_interval`) are Wilson intervals to begin with.
 # scipy is imported where it is used: the client computes no interval and need not load it.
 
 CONFIDENCE = 0.95
@@ -53,6 +68,7 @@ _BATCH = 1000
 
 METHOD_BOOTSTRAP = "bootstrap"  # percentile bootstrap over requests
 METHOD_WILSON = "wilson"  # Wilson score interval of a proportion
+METHOD_NEWCOMBE = "newcombe"  # Newcombe's hybrid score interval of a difference of proportions
 METHOD_REPEATS = "repeats-t"  # Student t over the N rounds of a point
 METHOD_PAIRED = "paired-t"  # Student t over the per-round differences (or log ratios)
 METHOD_WELCH = "welch-t"  # Welch t over the rounds of two independent runs
@@ -104,15 +120,25 @@ def bootstrap(
     n_resamples: int = N_RESAMPLES,
     seed: int = SEED,
     confidence: float = CONFIDENCE,
+    paired: bool = False,
 ) -> Interval:
     """Percentile bootstrap of `statistic(*samples, axis=-1)` (vectorized over `axis`).
 
-    With two or more samples each is resampled on its own (two independent runs). Any
-    sample with fewer than 2 values: the value with no interval; any empty: no value.
+    With two or more samples each is resampled on its own (two independent runs), or, with
+    `paired`, all with the same draws (the columns of one table: a sentence's edits and
+    words, or two systems on the same sentences). Any sample with fewer than 2 values: the
+    value with no interval; any empty: no value. Resamples whose statistic is nan are left
+    out of the percentiles.
     """
     from scipy import stats
 
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     arrays = [np.asarray(s, dtype=float) for s in samples]
+    if paired and len({a.shape for a in arrays}) > 1:
+        raise ValueError(f"paired samples must be of one length: {[a.size for a in arrays]}")
     n = min(a.size for a in arrays)
     if n == 0:
         return _none_interval(METHOD_BOOTSTRAP)
@@ -127,16 +153,29 @@ def bootstrap(
             n_resamples=n_resamples,
             batch=_BATCH,
             vectorized=True,
-            paired=False,
+            paired=paired,
             axis=-1,
             confidence_level=confidence,
             method="percentile",
             rng=np.random.default_rng(seed),
         )
-    low, high = _finite(res.confidence_interval.low), _finite(res.confidence_interval.high)
+    # scipy's percentile bounds, with undefined resamples left out (the same numbers when
+    # there are none).
+    draws = np.asarray(res.bootstrap_distribution, dtype=float)
+    draws = draws[~np.isnan(draws)]
+    if draws.size == 0:
+        return _none_interval(METHOD_BOOTSTRAP, n, value)
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    low, high = (_finite(b) for b in np.percentile(draws, [tail, 100.0 - tail]))
     if low is None or high is None:
         return _none_interval(METHOD_BOOTSTRAP, n, value)
     return Interval(value, low, high, METHOD_BOOTSTRAP, n, confidence)
+
+
+def at_bound(ci: Interval) -> bool:
+    """True when an interval with a value has no width to show: too few units to resample,
+    or every resample the same (every observation at a bound, or all alike)."""
+    return ci.value is not None and (ci.low is None or ci.high is None or ci.low == ci.high)
 
 
 def percentile_interval(
@@ -163,6 +202,92 @@ def wilson_pct(successes: int, n: int, confidence: float = CONFIDENCE) -> Interv
     ci = stats.binomtest(int(successes), int(n)).proportion_ci(confidence, method="wilson")
     low, high = 100.0 * float(ci.low), 100.0 * float(ci.high)
     return Interval(100.0 * successes / n, low, high, METHOD_WILSON, int(n), confidence)
+
+
+def newcombe_difference(a: Interval, b: Interval) -> Interval:
+    """a - b from two proportions' Wilson intervals (percent): Newcombe's hybrid score
+    interval (Newcombe 1998, method 10), never zero-wide while either interval has width."""
+    if a.value is None or b.value is None or None in (a.low, a.high, b.low, b.high):
+        return _none_interval(METHOD_NEWCOMBE)
+    d = a.value - b.value
+    low = d - float(np.hypot(a.value - a.low, b.high - b.value))  # type: ignore[operator]
+    high = d + float(np.hypot(a.high - a.value, b.value - b.low))  # type: ignore[operator]
+    return Interval(d, low, high, METHOD_NEWCOMBE, min(a.n, b.n), a.confidence)
+
+
+def _pooled_wilson(events: np.ndarray, trials: np.ndarray, confidence: float) -> Interval | None:
+    """The Wilson interval of sum(events) of sum(trials); None where it is no proportion
+    (more events than trials: a WER over 100% from insertions, or no trials)."""
+    k, n = int(events.sum()), int(trials.sum())
+    if n <= 0 or k > n:
+        return None
+    return wilson_pct(k, n, confidence)
+
+
+def rate_pct(
+    events: Sequence[float] | np.ndarray,
+    trials: Sequence[float] | np.ndarray,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+) -> Interval:
+    """A pooled rate in percent, 100 * sum(events) / sum(trials), over units (a WER: each
+    sentence's edits over its reference words), with a bootstrap over the units: a unit's
+    events and trials are drawn together, so the spread between units is in the interval.
+
+    No spread to resample (one unit, or every resample the same rate: no event at all)
+    gives the Wilson interval of the pooled count instead (module note, `at_bound`).
+    """
+    e, t = np.asarray(events, dtype=float), np.asarray(trials, dtype=float)
+    if e.shape != t.shape or e.ndim != 1:
+        raise ValueError(f"events and trials must be 1-D of one length: {e.shape} vs {t.shape}")
+
+    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        total = y.sum(axis=axis)
+        return np.where(total > 0, 100.0 * x.sum(axis=axis) / np.where(total > 0, total, 1), np.nan)
+
+    ci = bootstrap([e, t], stat, n_resamples, seed, confidence, paired=True)
+    if at_bound(ci):
+        exact = _pooled_wilson(e, t, confidence)
+        if exact is not None:
+            return Interval(ci.value, exact.low, exact.high, METHOD_WILSON, e.size, confidence)
+    return ci
+
+
+def rate_change_pct(
+    events_a: Sequence[float] | np.ndarray,
+    trials_a: Sequence[float] | np.ndarray,
+    events_b: Sequence[float] | np.ndarray,
+    trials_b: Sequence[float] | np.ndarray,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    confidence: float = CONFIDENCE,
+) -> Interval:
+    """rate(A) - rate(B) in percentage points over the same units (unit i of A is unit i of
+    B: two systems on the same sentences), a paired bootstrap: the same draws for both, so
+    what the units share cancels out.
+
+    No spread to resample (both without an event, or the same gap on every unit) gives
+    Newcombe's interval of the two pooled counts' Wilson intervals (module note), which
+    ignores the pairing and so errs wide.
+    """
+    arrays = [np.asarray(v, dtype=float) for v in (events_a, trials_a, events_b, trials_b)]
+
+    def rate(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
+        total = y.sum(axis=axis)
+        return np.where(total > 0, 100.0 * x.sum(axis=axis) / np.where(total > 0, total, 1), np.nan)
+
+    def stat(ea: np.ndarray, ta: np.ndarray, eb: np.ndarray, tb: np.ndarray, axis: int = -1):
+        return rate(ea, ta, axis) - rate(eb, tb, axis)
+
+    ci = bootstrap(arrays, stat, n_resamples, seed, confidence, paired=True)
+    if at_bound(ci):
+        a = _pooled_wilson(arrays[0], arrays[1], confidence)
+        b = _pooled_wilson(arrays[2], arrays[3], confidence)
+        if a is not None and b is not None:
+            d = newcombe_difference(a, b)
+            return Interval(ci.value, d.low, d.high, METHOD_NEWCOMBE, arrays[0].size, confidence)
+    return ci
 
 
 def continuity_interval(
@@ -361,7 +486,8 @@ def continuity_change_bootstrap(
     **kw: Any,
 ) -> Interval:
     """continuity_pct(A) - continuity_pct(B) in percentage points, two independent runs'
-    scored requests resampled on their own (a failed request is not continuous)."""
+    scored requests resampled on their own (a failed request is not continuous); no spread
+    to resample (every stream continuous in both, say): Newcombe's interval (module note)."""
 
     def flags(records: Iterable[Mapping[str, Any]]) -> list[float]:
         return [
@@ -371,7 +497,15 @@ def continuity_change_bootstrap(
     def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
         return 100.0 * (x.mean(axis=axis) - y.mean(axis=axis))
 
-    return bootstrap([flags(records_a), flags(records_b)], stat, seed=seed, **kw)
+    fa, fb = flags(records_a), flags(records_b)
+    ci = bootstrap([fa, fb], stat, seed=seed, **kw)
+    if at_bound(ci):  # e.g. every stream continuous in both runs: no spread, no certainty
+        level = kw.get("confidence", CONFIDENCE)
+        d = newcombe_difference(
+            wilson_pct(int(sum(fa)), len(fa), level), wilson_pct(int(sum(fb)), len(fb), level)
+        )
+        return Interval(ci.value, d.low, d.high, METHOD_NEWCOMBE, ci.n, ci.confidence)
+    return ci
 
 
 def point_intervals(

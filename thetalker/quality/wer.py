@@ -3,9 +3,13 @@
 A faster server that mumbles is not faster: this module turns transcripts (what Whisper
 heard) and references (what was sent) into the quality figures of docs/quality.md.
 Normalisation is Whisper's English text normaliser, per-sentence edits come from jiwer,
-the pooled WER is total edits over total reference words, and its interval is a
-bootstrap over sentences, numpy-vectorised and seeded so the same input always gives
-the same interval. A failed or empty utterance is all deletions: never dropped.
+the pooled WER is total edits over total reference words, and its interval is
+`thetalker.metrics.rate_pct`'s: a bootstrap over sentences, seeded so the same input always
+gives the same interval, or, where the sentences show no spread (no error in any of them),
+the Wilson interval of edits over words, which says what the sample cannot rule out. The
+paired difference of two systems is `rate_change_pct`'s. One interval engine and one set of
+constants (`thetalker.metrics.intervals`) for every table. A failed or empty utterance is
+all deletions: never dropped.
 
 Pure functions over plain rows (dicts of `TRANSCRIPT_FIELDS`) and numpy arrays; the
 only I/O is the CLI (`main`): `score` writes wer.json, `compare` writes the paired
@@ -26,23 +30,29 @@ from typing import Any
 
 import numpy as np
 
+from thetalker.metrics.intervals import (
+    CONFIDENCE,
+    METHOD_BOOTSTRAP,
+    N_RESAMPLES,
+    SEED,
+    Interval,
+    rate_change_pct,
+    rate_pct,
+)
 from thetalker.util.checks import json_object
 
 __all__ = [
     "TRANSCRIPT_FIELDS",
-    "N_RESAMPLES",
-    "CONFIDENCE",
-    "SEED",
     "HIGH_WER_PCT",
     "TranscriptError",
     "normalize",
     "normalizer_version",
     "sentence_edits",
     "pooled_wer",
-    "bootstrap_interval",
+    "wer_interval",
     "paired_bootstrap_difference",
     "summarize",
-    "format_pm",
+    "format_wer",
     "read_transcripts",
     "transcripts_meta_path",
     "read_transcripts_meta",
@@ -64,13 +74,8 @@ TRANSCRIPT_FIELDS = (
     "ok",
 )
 
-N_RESAMPLES = 10_000
-CONFIDENCE = 0.95
-SEED = 0
 # A sentence above this WER is listed by id: usually a broken utterance, not a slip.
 HIGH_WER_PCT = 50.0
-# Bound the (resamples x sentences) index matrix to about 16 MB per block.
-_BLOCK_CELLS = 2_000_000
 
 
 class TranscriptError(ValueError):
@@ -142,62 +147,17 @@ def pooled_wer(edits: Sequence[int] | np.ndarray, ref_words: Sequence[int] | np.
     return 100.0 * float(np.sum(edits)) / total_ref if total_ref > 0 else float("nan")
 
 
-def _resampled_wers(
-    edits: np.ndarray, ref_words: np.ndarray, idx_rng: np.random.Generator, n_resamples: int
-) -> np.ndarray:
-    """Pooled WER (percent) of `n_resamples` resamples of the sentences, with replacement."""
-    n = edits.size
-    block = max(1, _BLOCK_CELLS // max(n, 1))
-    out = np.empty(n_resamples)
-    for start in range(0, n_resamples, block):
-        stop = min(start + block, n_resamples)
-        idx = idx_rng.integers(0, n, size=(stop - start, n))
-        e = edits[idx].sum(axis=1)
-        r = ref_words[idx].sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[start:stop] = np.where(r > 0, 100.0 * e / np.maximum(r, 1), np.nan)
-    return out
-
-
-def _interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
-    tail = 100.0 * (1.0 - confidence) / 2.0
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
-        return float("nan"), float("nan")
-    low, high = np.percentile(finite, [tail, 100.0 - tail])
-    return float(low), float(high)
-
-
-def _check_bootstrap_args(n_resamples: int, confidence: float) -> None:
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-
-
-def bootstrap_interval(
+def wer_interval(
     edits: Sequence[int] | np.ndarray,
     ref_words: Sequence[int] | np.ndarray,
     n_resamples: int = N_RESAMPLES,
     seed: int = SEED,
     confidence: float = CONFIDENCE,
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the pooled WER (percent) over sentences.
-
-    Sentences are resampled with replacement `n_resamples` times (numpy Generator seeded
-    with `seed`); the bounds are the (1-confidence)/2 and 1-(1-confidence)/2 percentiles,
-    linear interpolation. A resample with no reference words has no WER and is left out.
-    No sentences: (nan, nan).
-    """
-    _check_bootstrap_args(n_resamples, confidence)
-    e = np.asarray(edits, dtype=np.int64)
-    r = np.asarray(ref_words, dtype=np.int64)
-    if e.shape != r.shape or e.ndim != 1:
-        raise ValueError(f"edits and ref_words must be 1-D of one length: {e.shape} vs {r.shape}")
-    if e.size == 0:
-        return float("nan"), float("nan")
-    wers = _resampled_wers(e, r, np.random.default_rng(seed), n_resamples)
-    return _interval(wers, confidence)
+) -> Interval:
+    """The pooled WER (percent) with its interval: `thetalker.metrics.rate_pct` over the
+    sentences (a bootstrap over sentences; no spread, e.g. no error at all: the Wilson
+    interval of edits over words). No sentences: no value."""
+    return rate_pct(edits, ref_words, n_resamples, seed, confidence)
 
 
 def _by_id(rows: Sequence[Mapping[str, Any]], label: str) -> dict[str, Mapping[str, Any]]:
@@ -231,7 +191,6 @@ def paired_bootstrap_difference(
     systems, so sentence difficulty cancels out. The sets of ids must be equal and each
     id unique; otherwise TranscriptError names the ids that do not match.
     """
-    _check_bootstrap_args(n_resamples, confidence)
     by_a, by_b = _by_id(a, "a"), _by_id(b, "b")
     only_a = sorted(set(by_a) - set(by_b))
     only_b = sorted(set(by_b) - set(by_a))
@@ -248,28 +207,20 @@ def paired_bootstrap_difference(
     eb = np.array([_edits(by_b[i]) for i in ids], dtype=np.int64)
     ra = np.array([int(by_a[i]["reference_words"]) for i in ids], dtype=np.int64)
     rb = np.array([int(by_b[i]["reference_words"]) for i in ids], dtype=np.int64)
-    # One draw of indices for both systems: that is what makes the bootstrap paired.
-    rng = np.random.default_rng(seed)
-    block = max(1, _BLOCK_CELLS // len(ids))
-    diffs = np.empty(n_resamples)
-    for start in range(0, n_resamples, block):
-        stop = min(start + block, n_resamples)
-        idx = rng.integers(0, len(ids), size=(stop - start, len(ids)))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            wa = np.where(ra[idx].sum(1) > 0, 100.0 * ea[idx].sum(1) / ra[idx].sum(1), np.nan)
-            wb = np.where(rb[idx].sum(1) > 0, 100.0 * eb[idx].sum(1) / rb[idx].sum(1), np.nan)
-        diffs[start:stop] = wa - wb
-    low, high = _interval(diffs, confidence)
+    # One draw of sentences for both systems: that is what makes the bootstrap paired.
+    ci = rate_change_pct(ea, ra, eb, rb, n_resamples, seed, confidence)
     wer_a, wer_b = pooled_wer(ea, ra), pooled_wer(eb, rb)
+    low, high = _bounds(ci)
     return {
         "wer_a": wer_a,
         "wer_b": wer_b,
         "difference": wer_a - wer_b,
         "ci_low": low,
         "ci_high": high,
+        "ci_method": ci.method,
         "half_width": (high - low) / 2.0,
         # The interval excluding 0 is the "significant" reading of a paired bootstrap.
-        "excludes_zero": bool(low > 0 or high < 0),
+        "excludes_zero": ci.excludes(0.0),
         "n_sentences": len(ids),
         "n_resamples": n_resamples,
         "seed": seed,
@@ -277,9 +228,19 @@ def paired_bootstrap_difference(
     }
 
 
-def format_pm(value: float, half_width: float) -> str:
-    """`x.xx ± y.yy`, the one way a WER is printed."""
-    return f"{value:.2f} ± {half_width:.2f}"
+def _bounds(ci: Interval) -> tuple[float, float]:
+    """(low, high), nan where there is none (written as null)."""
+    nan = float("nan")
+    return (nan if ci.low is None else ci.low), (nan if ci.high is None else ci.high)
+
+
+def format_wer(value: float, low: float, high: float, method: str) -> str:
+    """The one way a WER is printed: `x.xx ± y.yy` (half the bootstrap interval), or, for an
+    interval from the counts (no spread to bootstrap, e.g. no error: `rate_pct`),
+    `x.xx [low, high]`, since a value at a bound has all its uncertainty on one side."""
+    if method == METHOD_BOOTSTRAP:
+        return f"{value:.2f} ± {(high - low) / 2.0:.2f}"
+    return f"{value:.2f} [{low:.2f}, {high:.2f}]"
 
 
 def summarize(
@@ -296,7 +257,8 @@ def summarize(
     edits = np.array([_edits(r) for r in transcripts], dtype=np.int64)
     refs = np.array([int(r["reference_words"]) for r in transcripts], dtype=np.int64)
     wer = pooled_wer(edits, refs)
-    low, high = bootstrap_interval(edits, refs, n_resamples, seed, confidence)
+    ci = wer_interval(edits, refs, n_resamples, seed, confidence)
+    low, high = _bounds(ci)
     half = (high - low) / 2.0
     scored = refs > 0
     per_sentence = 100.0 * edits[scored] / refs[scored]
@@ -311,7 +273,8 @@ def summarize(
         "ci_low": low,
         "ci_high": high,
         "half_width": half,
-        "wer_pm": format_pm(wer, half),
+        "ci_method": ci.method,
+        "wer_pm": format_wer(wer, low, high, ci.method),
         "confidence": confidence,
         "per_sentence_mean": float(per_sentence.mean()) if per_sentence.size else float("nan"),
         "n_sentences": len(ids),

@@ -1,9 +1,10 @@
 """The WER table and figure from the wer.json files of the quality stage.
 
 They print what `thetalker.quality.wer.summarize` wrote and compute nothing new: the table shows
-`wer_pm` (`x.xx ± y.yy`, percent) per model (row) and system (column), with the ASR model
-and the normaliser named under it; the figure draws each WER as a point with its
-bootstrap interval as an asymmetric bar. A wer.json without `system`/`model` labels takes
+`wer_pm` (`x.xx ± y.yy`, percent; `x.xx [low, high]` where the sentences had no spread to
+bootstrap, e.g. no error) per model (row) and system (column), with the ASR model and the
+normaliser named under it; the figure draws each WER as a point with its interval as an
+asymmetric bar. A wer.json without `system`/`model` labels takes
 them from its path, results/quality/{system}/{model}/wer.json.
 
     python -m thetalker.report.quality --wer results/quality/*/*/wer.json \
@@ -87,7 +88,8 @@ def wer_table(
     models: Sequence[str] | None = None,
     systems: Sequence[str] | None = None,
 ) -> str:
-    """Markdown: WER in percent, `x.xx ± y.yy` (half the 95% bootstrap interval)."""
+    """Markdown: WER in percent, `x.xx ± y.yy` (half the 95% bootstrap interval) or
+    `x.xx [low, high]` (no spread to bootstrap: the Wilson interval of edits over words)."""
     cells, models, systems = _grid(wer_jsons, models, systems)
     header = "| model | " + " | ".join(systems) + " |"
     rule = "|---|" + "---:|" * len(systems)
@@ -101,7 +103,10 @@ def wer_table(
     notes = [f"- {line}" for line in _provenance(cells)]
     return "\n".join(
         [
-            "WER (%), pooled over sentences, ± half the 95% bootstrap interval.",
+            "WER (%), pooled over sentences, ± half the 95% bootstrap interval over sentences; "
+            "[low, high] where the sentences show no spread to bootstrap (no error, or the "
+            "same rate in each): the 95% Wilson interval of edits over words, what the sample "
+            "cannot rule out (docs/quality.md).",
             "",
             header,
             rule,
