@@ -12,7 +12,7 @@ localrules:
     wer_load_report,
 
 
-# The speed job with the quality run's overrides (thetalker.pipeline.config_checks.quality_run_config):
+# The speed job with the quality run's overrides (thetalker.pipeline.quality_config.quality_run_config):
 # quality.prompts, one point at quality.concurrency with quality.requests sentences, every
 # utterance saved, and quality.models.<model> over the model's spec (e.g. a -Base checkpoint).
 use rule bench as synthesize_quality with:
