@@ -77,6 +77,13 @@ def test_embedded_default_writes_the_server_table_reconciled(workflow):
         assert row["queue_wait_mean_s"] and row["gap_mean_s"]
         parts = sum(float(row[f"part_{p}_s"]) for p in ("queue", "generation", "transport"))
         assert parts == pytest.approx(float(row["client_ttfa_mean_s"]))
+        # The sampler's figures name the device they are of: the GPU nvidia-smi answered for,
+        # or, with none, the server process tree's CPU and RSS (never a CPU called a GPU).
+        prov = run / row["system"] / "piper-joe" / row["point"] / "provenance.json"
+        source = json.loads(prov.read_text())["resources"]["source"]
+        devices = {"nvidia-smi": ("GPU", "GPU"), "proc": ("CPU", "RSS")}[source]
+        assert (row["busy_device"], row["memory_device"]) == devices
     text = (tables / "server.md").read_text()
     assert "| local | piper-joe | c2 |" in text and "no server metrics" not in text
     assert "4 / 4" in text
+    assert "GPU busy" not in text and "(device)" in text
