@@ -78,9 +78,9 @@ def _settings(**changes: object) -> str:
     return dataclasses.replace(settings, **changes).to_json()  # type: ignore[arg-type]
 
 
-def _tables(tmp_path: Path, out: Path) -> dict[str, Path]:
+def _tables(tmp_path: Path, out: Path, **settings: object) -> dict[str, Path]:
     md = {name: tmp_path / f"{name}.md" for name in ("throughput", "continuity", "ttfa", "cost")}
-    argv = ["--points", str(out), "--settings", _settings()]
+    argv = ["--points", str(out), "--settings", _settings(**settings)]
     for name, path in md.items():
         argv += [f"--{name}", str(path)]
     assert tables.main(argv) == 0
@@ -124,6 +124,17 @@ def test_tables_hold_the_recomputed_numbers(tmp_path, runs):
     cost = md["cost"].read_text()
     # a is priced; b at 50% continuity is not.
     assert f"| m | {point_cost(summarize_point(a2), 2.99):.2f} | n/a (1/6 failed) |" in cost
+
+
+def test_a_config_that_names_no_ratio_gets_no_ratio_column(tmp_path, runs):
+    # report.ratio is optional: a config measuring one endpoint need not invent a second.
+    assert ReportSettings.parse(_settings(ratio=None)).ratio is None
+    md = _tables(tmp_path, _points_csv(tmp_path), ratio=None)
+    throughput = md["throughput"].read_text()
+    header = next(line for line in throughput.splitlines() if line.startswith("| model"))
+    assert header == "| model | a | b |" and "ratio" not in throughput
+    columns = (tmp_path / "throughput.csv").read_text().splitlines()[0].split(",")
+    assert not [c for c in columns if c.startswith("ratio")]
 
 
 def test_every_table_has_a_csv_with_the_same_numbers(tmp_path, runs):

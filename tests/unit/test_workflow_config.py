@@ -45,6 +45,22 @@ def test_shipped_configs_pass_schema_and_cross_checks(name):
     wfc.check_config(checked(config))  # as rules/common.smk: defaults filled first
 
 
+def test_a_config_of_one_system_needs_no_ratio_and_compares_nothing():
+    config = load("config.yaml")
+    config["systems"] = {"local": config["systems"]["local"]}
+    del config["report"]["ratio"]
+    del config["quality"]["compare"]
+    filled = checked(config)
+    wfc.check_config(filled)
+    wfc.check_quality(filled)
+    assert filled["report"]["ratio"] is None
+    assert wfc.quality_settings(filled)["compare"] is None and wfc.wer_pairs(filled) == []
+    assert ReportSettings.from_config(filled).ratio is None
+    # Named, the ratio still drives the comparison when quality.compare is not given.
+    filled["report"]["ratio"] = ["local", "local"]
+    assert wfc.wer_pairs(filled) == []  # one system against itself: nothing to compare
+
+
 def test_published_matrix_is_the_published_one():
     config = load("published.yaml")
     assert list(config["models"]) == PUBLISHED_MODELS
