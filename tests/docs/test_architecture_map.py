@@ -3,9 +3,10 @@
 docs/architecture.md's module map is the tree: every module under thetalker/ has its line,
 and every module the map names exists. And every piece of prose (each `*.md`, the workflow's
 `*.smk` and Snakefile, the report's captions) names only things that exist: each
-`thetalker/...py` path and `tests/...` path, each `thetalker.x.y` module (and the name it
-reaches in it, defined there), each test by its name. docs/architecture.md names every rule
-of the workflow and every table it writes.
+`thetalker/...py` path and `tests/...` path, each page of docs/ and tutorials/, each
+`thetalker.x.y` module (and the name it reaches in it, defined there), each test by its
+name; and a docstring or comment in the code names only pages that exist.
+docs/architecture.md names every rule of the workflow and every table it writes.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ _DOTTED = re.compile(r"(?<![\w./-])(thetalker(?:\.\w+)+)")
 _TEST_NAME = re.compile(r"(?<![\w./-])(test_\w+\*?)")
 # Dotted strings that are no module: the open-loop schedule's seed (thetalker/client/schedule.py).
 _NOT_MODULES = {"thetalker.arrivals"}
+# A page of the project's docs or tutorials: docs/capacity.md, tutorials/01-reproduce-a-table.md.
+_DOC_PATH = re.compile(r"(?<![\w./-])((?:docs|tutorials)/[\w./-]*\.md)")
+# Pages of another project, named where their server is described: Nari's own docs/websocket.md.
+_OTHER_PROJECTS_DOCS = {"docs/websocket.md"}
 
 
 def _exists(path: str) -> bool:
@@ -142,7 +147,8 @@ def _mentions(pattern: re.Pattern[str], text: str) -> set[str]:
 @pytest.mark.parametrize("doc", PROSE, ids=_ids())
 def test_prose_names_only_paths_modules_and_tests_that_exist(doc: Path):
     text = doc.read_text(encoding="utf-8")
-    stale = [f"{p}: no such path" for p in sorted(_mentions(_PATH, text)) if not _exists(p)]
+    paths = _mentions(_PATH, text) | (_mentions(_DOC_PATH, text) - _OTHER_PROJECTS_DOCS)
+    stale = [f"{p}: no such path" for p in sorted(paths) if not _exists(p)]
     for name in sorted(_mentions(_DOTTED, text) - _NOT_MODULES):
         problem = _dotted_problem(name)
         if problem:
@@ -155,6 +161,25 @@ def test_prose_names_only_paths_modules_and_tests_that_exist(doc: Path):
         elif name not in known:
             stale.append(f"{name}: no test of that name")
     assert stale == [], f"{doc.relative_to(REPO)} names what does not exist"
+
+
+def _code_files() -> list[Path]:
+    folders = ("thetalker", "tests", "scripts", "benchmarks", "examples")
+    return sorted(p for folder in folders for p in (REPO / folder).rglob("*.py"))
+
+
+def test_code_points_only_to_pages_that_exist():
+    # A docstring's "see docs/<page>.md" is prose too; a page outside the repository (the
+    # background notes a module was written from) is no page a reader can open.
+    stale = [
+        f"{path.relative_to(REPO)}: {page}"
+        for path in _code_files()
+        for page in sorted(
+            _mentions(_DOC_PATH, path.read_text(encoding="utf-8")) - _OTHER_PROJECTS_DOCS
+        )
+        if not (REPO / page).is_file()
+    ]
+    assert stale == [], "code names pages that do not exist"
 
 
 def _rules() -> set[str]:

@@ -1,7 +1,7 @@
 """The original benchmark's README commands, typed as its users type them, and what they print.
 
-Each command is the original's text (TheStageAI/TheTalker's README, listed in
-docs/original-commands.md terms), run by bash in a scratch folder that holds `prompts/`,
+Each command is the original's text (TheStageAI/TheTalker's README; examples/README.md
+lists them), run by bash in a scratch folder that holds `prompts/`,
 `reference/` and `examples/` as links to this repository's. The only changes are the ones a
 CPU machine forces: the port is a free loopback port instead of 8091 (the embedded server
 `thetalker-serve-local`, or the scripted stand-in where the command clones a voice, which

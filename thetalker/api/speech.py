@@ -1,8 +1,8 @@
 """The speech API as this project speaks it: URLs, the contract's constants, voices, errors.
 
 One place for what the client, the server lifecycle (`thetalker.lifecycle.launch`) and the console
-scripts share about `/v1/audio/speech` and `/v1/audio/voices` (docs/speech-api.md, and
-vllm-omni 0.30.0's own serving code): the base URL form, the task types and formats, the
+scripts share about `/v1/audio/speech` and `/v1/audio/voices` (docs/vllm-omni-0.30.md,
+and vllm-omni 0.30.0's own serving code): the base URL form, the task types and formats, the
 limits, voice registration, listing and deletion over HTTP, and the one parser of error
 bodies. Errors here name the request and the server's words, never a command-line flag.
 """

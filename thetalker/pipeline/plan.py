@@ -8,7 +8,7 @@ the largest grid load's size). A point of N requests at concurrency c takes
 divided by the rate. Wall time: the jobs laid greedily, longest first, on the GPUs that run
 at once (`--gpus`, Snakemake's `--resources gpu=N`). Every rate is an assumption the config
 can state under `plan:` (config/schema.yaml); the defaults are the original benchmark's
-published figures (RTFx at 32 streams on one H100, docs/shared metrics) and a speech rate of
+published figures (RTFx at 32 streams on one H100, its README's table) and a speech rate of
 15 characters a second; a model without one uses `plan.default`. After a run, `actual_hours`
 sets beside each job what its provenance says it took (first point's start to last point's
 end).

@@ -12,7 +12,7 @@ the same numbers is written beside.
 
 TheTalker's percentiles are linear (numpy's default) over the successful requests of one
 run; the public table gives nearest-rank p95s, aggregated as the median over seeds 0, 1, 2
-(docs/metrics.md says where the definitions differ).
+(docs/capacity.md, "The public report's load shape", says where the definitions differ).
 
     python -m thetalker.report.by_rate --points results/points.csv --settings JSON|FILE \\
         --table by_rate.md --figure by_rate.png

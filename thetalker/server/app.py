@@ -8,7 +8,8 @@ audio (as 0.30.0's `StreamingResponse`), so an engine failure is a cut body (raw
 `await resp.write(...)`, one HTTP chunk per piece, on a socket with TCP_NODELAY.
 Errors before the 200 follow 0.30.0: request-model checks (types, enums, ranges) give type
 "Bad Request" and param "body.<field>", model-level checks type "BadRequestError" and param
-null, a wrong model 404 NotFoundError. Contract: docs/speech-api.md (shared docs).
+null, a wrong model 404 NotFoundError. Contract: vllm-omni 0.30.0's speech API
+(docs/vllm-omni-0.30.md; its own serving code in tests/contract).
 """
 
 from __future__ import annotations

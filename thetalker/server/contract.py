@@ -2,7 +2,8 @@
 and the parser of a speech request body (vllm-omni 0.30.0's request model and its checks).
 
 Shared by the HTTP handlers (`app`) and the WebSocket handler (`ws`), which import it; it
-imports neither. Contract: docs/speech-api.md (shared docs).
+imports neither. Contract: vllm-omni 0.30.0's speech API (docs/vllm-omni-0.30.md; its own
+serving code in tests/contract).
 """
 
 from __future__ import annotations
