@@ -22,6 +22,7 @@ import aiohttp
 
 from thetalker.api.auth import auth_headers
 from thetalker.data.wavio import REFERENCE_CLIP_S, parse_wav_header
+from thetalker.util.http_get import redirect_note
 from thetalker.util.redact import redact_url
 
 __all__ = [
@@ -140,6 +141,9 @@ def _detail_text(detail: Any) -> str:
 
 async def _json_reply(resp: aiohttp.ClientResponse, what: str) -> Any:
     """The JSON of a 2xx answer, else SpeechApiError with the error body's message."""
+    if 300 <= resp.status < 400:  # never followed: the request carries the API key
+        note = redirect_note(resp.status, resp.headers.get("Location"))
+        raise SpeechApiError(f"{what}: {note} ({resp.method} {resp.url})", resp.status)
     body = await resp.read()
     try:
         data = json.loads(body) if body else {}
@@ -184,7 +188,7 @@ async def register_voice(
     if ref_text:
         form.add_field("ref_text", ref_text)
     url, what = voices_url(base_url), f"register voice {name!r}"
-    async with _reaching(url, what), session.post(url, data=form) as resp:
+    async with _reaching(url, what), session.post(url, data=form, allow_redirects=False) as resp:
         reply = await _json_reply(resp, what)
     return reply.get("voice", reply) if isinstance(reply, dict) else {"reply": reply}
 
@@ -212,11 +216,11 @@ def register_voice_blocking(
 
 async def list_voices(session: aiohttp.ClientSession, base_url: str) -> dict[str, Any]:
     url = voices_url(base_url)
-    async with _reaching(url, "list voices"), session.get(url) as resp:
+    async with _reaching(url, "list voices"), session.get(url, allow_redirects=False) as resp:
         return await _json_reply(resp, "list voices")
 
 
 async def delete_voice(session: aiohttp.ClientSession, base_url: str, name: str) -> dict[str, Any]:
     url, what = voices_url(base_url, name), f"delete voice {name!r}"
-    async with _reaching(url, what), session.delete(url) as resp:
+    async with _reaching(url, what), session.delete(url, allow_redirects=False) as resp:
         return await _json_reply(resp, what)

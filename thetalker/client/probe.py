@@ -14,6 +14,7 @@ from thetalker.api.speech import error_message, speech_url
 from thetalker.client.options import ProbeError, SampleRateError
 from thetalker.client.receive import _describe
 from thetalker.data.wavio import WavError, parse_wav_header
+from thetalker.util.http_get import redirect_note
 from thetalker.util.redact import redact_url
 
 __all__ = ["probe_sample_rate"]
@@ -39,8 +40,9 @@ async def probe_sample_rate(
     try:
         async with (
             asyncio.timeout(timeout_s),
-            session.post(url, json=probe) as resp,
+            session.post(url, json=probe, allow_redirects=False) as resp,
         ):
+            _refuse_redirect(resp, shown)
             data = await resp.read()
             if resp.status >= 400:
                 message = error_message(data, resp.status, resp.content_type)
@@ -51,6 +53,13 @@ async def probe_sample_rate(
         return parse_wav_header(data, source="sample-rate response").sample_rate
     except WavError as exc:
         raise SampleRateError(f"{exc}; give sample_rate explicitly") from None
+
+
+def _refuse_redirect(resp: aiohttp.ClientResponse, shown: str) -> None:
+    """A redirect is the server's answer, never followed (the request carries the key)."""
+    if 300 <= resp.status < 400:
+        note = redirect_note(resp.status, resp.headers.get("Location"))
+        raise ProbeError(f"sample-rate request to {shown}: {note}")
 
 
 def _request_error(shown: str, timeout_s: float, exc: Exception) -> ProbeError:
@@ -73,8 +82,9 @@ async def _rate_from_header(
     try:
         async with (
             asyncio.timeout(timeout_s),
-            session.post(url, json=body) as resp,
+            session.post(url, json=body, allow_redirects=False) as resp,
         ):
+            _refuse_redirect(resp, redact_url(url))
             if resp.status >= 400:
                 data = await resp.content.read(64 * 1024)
                 message = error_message(data, resp.status, resp.content_type)

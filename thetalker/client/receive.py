@@ -20,6 +20,7 @@ import aiohttp
 
 from thetalker.client.handoff import note_read
 from thetalker.data.prompts import Prompt
+from thetalker.util.http_get import redirect_note
 
 _ERROR_BODY_LIMIT = 64 * 1024
 
@@ -70,12 +71,17 @@ async def _receive(
     try:
         async with (
             asyncio.timeout(timeout_s),
-            session.post(url, data=StampedBody(body, ex.trace)) as resp,
+            # Never redirected: the request carries the API key (thetalker.util.http_get).
+            session.post(url, data=StampedBody(body, ex.trace), allow_redirects=False) as resp,
         ):
             ex.status = resp.status
             ex.content_type = resp.content_type
             if rate_header is not None:
                 ex.rate_header = resp.headers.get(rate_header)
+            if 300 <= resp.status < 400:
+                location = resp.headers.get("Location")
+                ex.failure = ("http_status", redirect_note(resp.status, location))
+                return
             if resp.status >= 400 or not _is_stream_type(resp.content_type, sse):
                 ex.error_body = await resp.content.read(_ERROR_BODY_LIMIT)
                 return

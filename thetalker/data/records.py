@@ -223,7 +223,7 @@ OPTIONAL_SUMMARY_FIELDS = (
 
 # Error types a record may carry in `error.type`.
 ERROR_TYPES = (
-    "http_status",  # 4xx/5xx before any audio; message from the error body
+    "http_status",  # 4xx/5xx before any audio (or a 3xx: never followed); message from the body
     "truncated",  # body cut short (connection closed or payload error mid-stream)
     "connection",  # refused, reset before a response
     "content_type",  # 200 with a non-audio body (e.g. JSON)

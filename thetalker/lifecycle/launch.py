@@ -39,8 +39,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +66,7 @@ from thetalker.lifecycle.processes import (
     stop_process_group,
 )
 from thetalker.lifecycle.serving_env import contamination, probe_serving_env, server_python
+from thetalker.util.http_get import GetError, http_get
 from thetalker.util.redact import redact_command, redact_env, redact_url
 
 __all__ = [
@@ -95,8 +94,6 @@ LEFTOVER_POLICIES = ("stop", "refuse")
 # thetalker.lifecycle.serving_env checks what the server really loaded.
 VLLM_OMNI_STOCK_ENV = {"THESTAGE_VLLM_OMNI": "0"}
 _POLL_S = 0.2
-# The server is on loopback: never route its requests through an HTTP(S)_PROXY.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class ServerStartError(RuntimeError):
@@ -202,11 +199,12 @@ def build_command(spec: ServerSpec, port: int) -> list[str]:
 
 
 def _health_ok(base_url: str, path: str = "/health") -> bool:
-    """Whether ``GET path`` (the backend's ``ready_path``: /health, Nari's /ready) is 200."""
+    """Whether ``GET path`` (the backend's ``ready_path``: /health, Nari's /ready) is 200,
+    answered whole within 2 s (``thetalker.util.http_get``: a trickle cannot hold the wait
+    past ``health_timeout_s``; a redirect is not health)."""
     try:
-        with _OPENER.open(base_url + path, timeout=2.0) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
+        return http_get(base_url + path, 2.0, 1 << 16).status == 200
+    except GetError:
         # Refused: the port only opens once the model is loaded. 503: engine dead or absent.
         return False
 

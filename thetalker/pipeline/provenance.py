@@ -45,8 +45,6 @@ import platform
 import socket
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,6 +54,7 @@ from thetalker.api.auth import auth_headers
 from thetalker.data.records import write_json
 from thetalker.lifecycle.gpu import visible_gpus
 from thetalker.lifecycle.serving_env import contamination
+from thetalker.util.http_get import GetError, http_get, origin, redirect_note
 from thetalker.util.redact import redact_command, redact_config, redact_url
 from thetalker.util.redact import redact_env as _redact_env
 
@@ -86,7 +85,8 @@ PACKAGES = (
     "faster-whisper",
     "onnxruntime",
 )
-HTTP_TIMEOUT_S = 3.0
+HTTP_TIMEOUT_S = 3.0  # each GET's whole answer, not each read
+MAX_ANSWER_BYTES = 1 << 20  # /version and /v1/models are a few KiB
 _PathLike = str | os.PathLike[str]
 _SLURM_VARS = (
     "SLURM_JOB_ID",
@@ -96,8 +96,6 @@ _SLURM_VARS = (
     "SLURM_JOB_GPUS",
     "CUDA_VISIBLE_DEVICES",
 )
-# The server runs beside the job: an http_proxy setting must not reroute loopback requests.
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def utc_now() -> str:
@@ -230,22 +228,32 @@ def fetch_json(
 ) -> dict[str, Any]:
     """GET a JSON document: ``{"url", "status", "body"}`` or ``{"url", "error"}``; never
     raises. A body that is not JSON is kept as text. `headers` (an API key's) are sent,
-    never recorded."""
-    request = urllib.request.Request(url, headers=dict(headers or {}))
+    never recorded. Bounded by total time and size, and never redirected
+    (``thetalker.util.http_get``): a redirect is the answer, ``{"url", "status",
+    "redirect": its origin, "error"}``, so a key is never sent to another host."""
     try:
-        with _NO_PROXY.open(request, timeout=timeout_s) as response:
-            raw = response.read(1 << 20).decode("utf-8", errors="replace")
-            status = response.status
-    except urllib.error.HTTPError as exc:
-        return {"url": url, "status": exc.code, "error": f"HTTP {exc.code} {exc.reason}"}
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return {"url": url, "error": f"{type(exc).__name__}: {reason}"}
+        answer = http_get(url, timeout_s, MAX_ANSWER_BYTES, headers)
+    except GetError as exc:
+        return {"url": url, "error": str(exc)}
+    if answer.redirect:
+        return {
+            "url": url,
+            "status": answer.status,
+            "redirect": origin(answer.location) if answer.location else None,
+            "error": redirect_note(answer.status, answer.location),
+        }
+    if answer.status >= 400:
+        return {
+            "url": url,
+            "status": answer.status,
+            "error": f"HTTP {answer.status} {answer.reason}",
+        }
+    raw = answer.body.decode("utf-8", errors="replace")
     try:
         body: Any = json.loads(raw)
     except json.JSONDecodeError:
         body = raw
-    return {"url": url, "status": status, "body": body}
+    return {"url": url, "status": answer.status, "body": body}
 
 
 def redact_env(env: Mapping[str, str] | None) -> dict[str, str] | None:

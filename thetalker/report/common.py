@@ -214,12 +214,20 @@ def cell_numbers(summary: Mapping[str, Any] | None, column: str, prefix: str = "
 def markdown_table(
     header: Sequence[str], rows: Sequence[Sequence[str]], label_columns: int = 1
 ) -> str:
-    """A GitHub Markdown table: label columns left-aligned, numbers right-aligned."""
+    """A GitHub Markdown table: label columns left-aligned, numbers right-aligned. Every
+    cell is one line with its `|` escaped, whatever it holds (a server's label, a name):
+    a cell can never break its row."""
     lines = ["| " + " | ".join(header) + " |"]
     aligns = [" --- "] * label_columns + [" ---: "] * (len(header) - label_columns)
     lines.append("|" + "|".join(aligns) + "|")
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """One table cell: line breaks as spaces, `|` escaped (not already escaped)."""
+    one_line = " ".join(str(text).splitlines())
+    return re.sub(r"(?<!\\)\|", r"\\|", one_line)
 
 
 def write_table(path: Path, text: str, rows: Sequence[Row]) -> Path:

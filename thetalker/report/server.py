@@ -71,20 +71,35 @@ def pool_server_metrics(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any] |
     have = [r for r in rounds if r.get("available")]
     if not have:
         return None
+    # A family void in any round (a reset, or a page that could not be read as exported)
+    # is void for the point: the rest of its rounds would count part of it as all of it.
+    void: dict[str, str] = {}
+    for data in have:
+        for stem in data.get("resets") or []:
+            void.setdefault(str(stem), "reset during the point")
+        for stem, why in (data.get("void") or {}).items():
+            void.setdefault(str(stem), str(why))
+    notes = sorted({str(n) for data in have for n in data.get("notes") or []})
     pooled: dict[str, Any] = {"counters": {}, "histograms": {}}
     for data in have:
         for stem, rows in (data.get("counters") or {}).items():
+            if stem in void:
+                continue
             into = pooled["counters"].setdefault(stem, {})
             for row in rows:
                 key = tuple(sorted(row["labels"].items()))
                 into[key] = into.get(key, 0.0) + float(row["value"])
         for stem, rows in (data.get("histograms") or {}).items():
+            if stem in void:
+                continue
             into = pooled["histograms"].setdefault(stem, {})
             for row in rows:
                 key = tuple(sorted(row["labels"].items()))
                 into.setdefault(key, []).append(row)
     return {
         "prefix": have[0].get("prefix"),
+        "void": void,
+        "notes": notes,
         "counters": {
             stem: [{"labels": dict(k), "value": v} for k, v in rows.items()]
             for stem, rows in pooled["counters"].items()
@@ -175,9 +190,20 @@ def _on_device(value: Any, digits: int, device: Any) -> str:
     return f"{text} ({device})" if device else text
 
 
+def _number_or_none(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if np.isfinite(value) else None
+
+
 def _thresholds(data: Mapping[str, Any]) -> list[str]:
+    """The continuity thresholds the server exports, in order; a label that is no number
+    is not a threshold (what a server exports never fails the report)."""
     rows = _rows(data, "counters", "audio_continuity_ok")
-    return sorted({r["labels"].get("threshold_ms", "") for r in rows} - {""}, key=float)
+    labels = {r["labels"].get("threshold_ms", "") for r in rows}
+    return sorted((t for t in labels if _number_or_none(t) is not None), key=float)
 
 
 def reconcile(
@@ -192,6 +218,9 @@ def reconcile(
         reasons = sorted({str(r.get("reason")) for r in server_rounds if r.get("reason")})
         return {**row, "server_metrics": False, "server_reason": "; ".join(reasons) or None}
     row.update(server_metrics=True, server_reason=None, server_prefix=data["prefix"])
+    void = data["void"]
+    row["server_void"] = "; ".join(f"{k}: {v}" for k, v in sorted(void.items())) or None
+    row["server_notes"] = "; ".join(data["notes"]) or None
     ttfp = _hist(data, "audio_ttfp_s")
     for q in (50, 95):
         found = _quantile(ttfp, q / 100)
@@ -222,15 +251,22 @@ def reconcile(
     streams = (completed or 0.0) + (aborted or 0.0)
     finished = _counter(data, "requests_success")
     e2e = _hist(data, "e2e_request_latency_s")
-    if streams > 0:
+    counted: float | None
+    if void.keys() & {"speech_stream_completed", "speech_stream_aborted"}:
+        counted, basis = None, None  # a void family is no zero: nothing to fall back on
+    elif streams > 0:
         counted, basis = streams, "streams"
+    elif "requests_success" in void:
+        counted, basis = None, None
     elif finished:
         counted, basis = finished, "requests_success"
+    elif "e2e_request_latency_s" in void:
+        counted, basis = None, None
     else:
         counted, basis = (e2e["count"] if e2e else 0.0), "e2e_request_latency_s"
     row["server_counted"] = counted
     row["server_counted_from"] = basis
-    row["lost"] = row["client_sent"] - counted
+    row["lost"] = None if counted is None else row["client_sent"] - counted
     if row["client_protocol"] == "websocket":
         # A session is many speech generations (one a sentence) or none the server counts
         # as a stream: neither its counts nor its first audio line up with the client's.
@@ -333,6 +369,11 @@ def _continuity(row: Mapping[str, Any]) -> str:
     return _by_suffix(row, "server_continuity_pct_", lambda gap, v: f"{_s(v, 1)}% @{gap}")
 
 
+def _left_out(row: Mapping[str, Any]) -> str:
+    parts = [row.get("server_void"), row.get("server_notes")]
+    return "; ".join(p for p in parts if p) or ""
+
+
 def server_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """server.md: one line per point; a point without server metrics says why."""
     header = [
@@ -349,6 +390,7 @@ def server_table(rows: Sequence[Mapping[str, Any]]) -> str:
         "Counted / sent",
         "Server busy mean (%) (device)",
         "Server memory peak (MiB) (device)",
+        "Left out",
     ]
     lines = []
     for row in rows:
@@ -360,9 +402,11 @@ def server_table(rows: Sequence[Mapping[str, Any]]) -> str:
         ]
         if not row.get("server_metrics"):
             reason = f"no server metrics ({row.get('server_reason') or 'none recorded'})"
-            lines.append([*head, reason, *[""] * 7, *gpu])
+            lines.append([*head, reason, *[""] * 7, *gpu, ""])
             continue
-        if row.get("server_counted") is None:
+        if row.get("server_void") and row.get("server_counted") is None:
+            counted = "n/a (void, see Left out)"
+        elif row.get("server_counted") is None:
             counted = f"n/a ({row.get('client_protocol')} sessions)"
         else:
             counted = f"{row['server_counted']:g} / {row['client_sent']}"
@@ -379,6 +423,7 @@ def server_table(rows: Sequence[Mapping[str, Any]]) -> str:
                 _continuity(row),
                 counted,
                 *gpu,
+                _left_out(row),
             ]
         )
     notes = (
@@ -388,7 +433,11 @@ def server_table(rows: Sequence[Mapping[str, Any]]) -> str:
         "HTTP, network, client). Counted / sent: streams the server completed or aborted "
         "against the scored requests the client sent. Busy and memory: the sampler's, each naming "
         "its device: GPU (utilization, device memory) or, with no GPU, the server process "
-        "tree's CPU (percent of one core) and RSS. `*`: a capacity-search point.\n"
+        "tree's CPU (percent of one core) and RSS. `*`: a capacity-search point. Left "
+        "out: the server's families whose figures are void for the point (a counter that "
+        "reset, a series exported twice, a non-finite value, buckets that are not "
+        "cumulative) and what else its page held that is not read; a figure from them "
+        "shows as -.\n"
     )
     return markdown_table(header, lines, label_columns=3) + notes
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -50,10 +50,13 @@ class Sample:
 
 @dataclass
 class Snapshot:
-    """The families one scrape saw, by stem: (type, samples)."""
+    """The families one scrape saw, by stem: (type, samples). `void`: the families left
+    out, each with the reason (a page taken on trust would count wrong in silence)."""
 
     prefix: str | None
     families: dict[str, tuple[str, list[Sample]]]
+    void: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def of(self, stem: str) -> tuple[str, list[Sample]] | None:
         return self.families.get(stem)
@@ -66,13 +69,46 @@ def _stem(name: str) -> tuple[str, str] | None:
     return None
 
 
+def _family_problem(kind: str, samples: Sequence[Sample]) -> str | None:
+    """Why a family cannot be read as exported (None: it can): a series twice, a counted
+    value that is no finite number, histogram buckets that are not cumulative."""
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    for s in samples:
+        key = (s.suffix, s.labels)
+        if key in seen:
+            shown = ",".join(f"{k}={v!r}" for k, v in s.labels)
+            return f"the series {s.suffix or '(value)'}{{{shown}}} appears twice"
+        seen.add(key)
+        if kind in _COUNTED and not math.isfinite(s.value):
+            return f"a {kind} value {s.value} is no finite number"
+    if kind == "histogram":
+        series: dict[tuple[tuple[str, str], ...], list[tuple[float, float]]] = {}
+        for s in samples:
+            if s.suffix == "_bucket":
+                le = dict(s.labels).get("le")
+                try:
+                    bound = _le_key(str(le))
+                except ValueError:
+                    return f"a bucket bound le={le!r} is no number"
+                rest = tuple(kv for kv in s.labels if kv[0] != "le")
+                series.setdefault(rest, []).append((bound, s.value))
+        for buckets in series.values():
+            counts = [c for _, c in sorted(buckets)]
+            if any(b < a for a, b in zip(counts, counts[1:], strict=False)):
+                return "its buckets are not cumulative (a count falls as le grows)"
+    return None
+
+
 def parse_metrics(text: str) -> Snapshot:
     """The families of `text` (Prometheus exposition) that carry one of `PREFIXES`.
 
     Other families (vLLM's own `vllm:*`, process and Python metrics) are left out, and so
-    are `_created` timestamps. Raises ValueError on text the parser refuses."""
-    families: dict[str, tuple[str, list[Sample]]] = {}
-    prefix_seen: str | None = None
+    are `_created` timestamps. What a server exports is never trusted to add up: one prefix
+    is read (the first of `PREFIXES` the page has; the same stem under two would count
+    twice), and a family with a series twice, a non-finite counted value or non-cumulative
+    buckets is left out (`void`, with the reason); a gauge's non-finite sample is dropped
+    with a note. Raises ValueError on text the parser refuses."""
+    found_families: dict[str, dict[str, list[tuple[str, list[Sample]]]]] = {}
     # Only the lines naming our families reach the parser: vLLM's /metrics is mostly other
     # families, and a scrape thread parsing them all would hold the GIL from the client.
     ours = "\n".join(line for line in text.splitlines() if any(p in line for p in PREFIXES))
@@ -81,7 +117,6 @@ def parse_metrics(text: str) -> Snapshot:
         if found is None or family.name.endswith("_created"):
             continue
         prefix, stem = found
-        prefix_seen = prefix_seen or prefix
         samples: list[Sample] = []
         for s in family.samples:
             if s.name.endswith("_created"):
@@ -90,44 +125,68 @@ def parse_metrics(text: str) -> Snapshot:
             labels = tuple(sorted((str(k), str(v)) for k, v in s.labels.items()))
             samples.append(Sample(suffix, labels, float(s.value)))
         kind = family.type if family.type in ("counter", "gauge", "histogram") else "untyped"
-        old = families.get(stem)
-        families[stem] = (kind, (old[1] if old else []) + samples)
-    return Snapshot(prefix_seen, families)
+        found_families.setdefault(prefix, {}).setdefault(stem, []).append((kind, samples))
+    present = [p for p in PREFIXES if p in found_families]
+    if not present:
+        return Snapshot(None, {})
+    prefix = present[0]
+    notes = [
+        f"families under {other!r} left out: the page also has {prefix!r} (one prefix is read, "
+        "so no family counts twice)"
+        for other in present[1:]
+    ]
+    families: dict[str, tuple[str, list[Sample]]] = {}
+    void: dict[str, str] = {}
+    for stem, parts in found_families[prefix].items():
+        kinds = {kind for kind, _ in parts}
+        if len(kinds) > 1:
+            void[stem] = f"exported as {' and '.join(sorted(kinds))}"
+            continue
+        kind = kinds.pop()
+        samples = [s for _, part in parts for s in part]
+        problem = _family_problem(kind, samples)
+        if problem is not None:
+            void[stem] = problem
+            continue
+        if kind not in _COUNTED:
+            finite = [s for s in samples if math.isfinite(s.value)]
+            if len(finite) < len(samples):
+                notes.append(f"{stem}: {len(samples) - len(finite)} non-finite sample(s) dropped")
+            samples = finite
+        families[stem] = (kind, samples)
+    notes += [f"{stem} left out: {why}" for stem, why in sorted(void.items())]
+    return Snapshot(prefix, families, void, notes)
 
 
 def _by_key(samples: Iterable[Sample]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return {(s.suffix, s.labels): s.value for s in samples}
 
 
-def _delta(after: float, before: float | None) -> tuple[float, bool]:
-    """after - before; a total that went down means the server restarted: `after` then
-    counts from that restart, and the flag says so."""
-    if before is None:
-        return after, False
-    if after < before:
-        return after, True
-    return after - before, False
-
-
 def _deltas_of_kind(
     before: Snapshot, after: Snapshot, kind: str
 ) -> tuple[dict[str, list[tuple[Sample, float]]], list[str]]:
     """Each `kind` family's samples with their increase over the point (by stem), and the
-    stems that reset."""
+    stems that reset. A reset anywhere in a family (a total that went down, or a series
+    that was there before and is gone after: the server restarted) voids that family's
+    deltas for the point: what is left of it would count part of the point as all of it.
+    A family left out of either scrape (`Snapshot.void`) has no deltas either."""
     out: dict[str, list[tuple[Sample, float]]] = {}
     resets: list[str] = []
     for stem, (family_kind, samples) in sorted(after.families.items()):
-        if family_kind != kind:
+        if family_kind != kind or stem in before.void:
             continue
         old = _by_key((before.of(stem) or ("", []))[1])
-        pairs = []
-        for s in samples:
-            value, reset = _delta(s.value, old.get((s.suffix, s.labels)))
-            if reset and stem not in resets:
-                resets.append(stem)
-            pairs.append((s, value))
-        out[stem] = pairs
-    return out, resets
+        new = _by_key(samples)
+        went_down = any(value < old.get(key, 0.0) for key, value in new.items())
+        if went_down or any(key not in new for key in old):
+            resets.append(stem)
+            continue
+        out[stem] = [(s, s.value - old.get((s.suffix, s.labels), 0.0)) for s in samples]
+    for stem, (family_kind, samples) in sorted(before.families.items()):
+        gone = stem not in after.families and stem not in after.void
+        if family_kind == kind and samples and gone:
+            resets.append(stem)  # exported before the point, not after: a restart
+    return out, sorted(resets)
 
 
 def counter_deltas(

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from thetalker.pipeline.server_metrics.families import (
     histogram_deltas,
     parse_metrics,
 )
+from thetalker.util.http_get import GetError, http_get
 
 __all__ = [
     "FILE_NAME",
@@ -41,7 +40,9 @@ __all__ = [
 FILE_NAME = "server_metrics.json"
 VERSION = 1
 GAUGE_INTERVAL_S = 1.0  # one small GET per second: cheap beside the load it watches
-TIMEOUT_S = 5.0
+TIMEOUT_S = 5.0  # a whole answer, not each read: a trickling server cannot hold the job
+# vLLM's page is some hundreds of KiB; past this it is not a page TheTalker reads.
+MAX_PAGE_BYTES = 16 << 20
 # The after-scrape waits (at most this long) until the stream counters stop moving: a
 # server may count a stream's end just after its last byte left.
 SETTLE_S = 2.0
@@ -53,16 +54,18 @@ class ScrapeError(Exception):
 
 
 def scrape(base_url: str, timeout_s: float = TIMEOUT_S, path: str = "/metrics") -> Snapshot:
-    """GET {base_url}{path} and parse it; ScrapeError (one line) when there is none."""
+    """GET {base_url}{path} and parse it; ScrapeError (one line) when there is none. The
+    GET is bounded by total time and by `MAX_PAGE_BYTES`, and follows no redirect
+    (thetalker.util.http_get)."""
     url = base_url.rstrip("/") + path
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            text = response.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        raise ScrapeError(f"GET /metrics answered HTTP {exc.code}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ScrapeError(f"GET /metrics failed: {reason}") from None
+        answer = http_get(url, timeout_s, MAX_PAGE_BYTES)
+    except GetError as exc:
+        raise ScrapeError(f"GET /metrics failed: {exc}") from None
+    if answer.status != 200:
+        what = " (a redirect, not followed)" if answer.redirect else ""
+        raise ScrapeError(f"GET /metrics answered HTTP {answer.status}{what}")
+    text = answer.body.decode("utf-8", "replace")
     try:
         snapshot = parse_metrics(text)
     except Exception as exc:  # whatever the parser refuses: not metrics we can read
@@ -121,6 +124,7 @@ class PointScrape:
         self._reason: str | None = None
         self._gauges: dict[str, dict[tuple, list[list[float]]]] = {}
         self._errors = 0
+        self._notes: set[str] = set()  # what the pages held that is not read (Snapshot.notes)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -130,6 +134,7 @@ class PointScrape:
 
     def _sample(self, snapshot: Snapshot, t: float) -> None:
         with self._lock:
+            self._notes.update(snapshot.notes)
             for stem, values in _gauges(snapshot).items():
                 per_stem = self._gauges.setdefault(stem, {})
                 for labels, value in values.items():
@@ -208,7 +213,11 @@ class PointScrape:
             "t_after_s": round(self._t_after or 0.0, 6),
             "gauge_interval_s": self.interval_s,
             "scrape_errors": self._errors,
+            # Families whose deltas are void for the point (thetalker.pipeline.server_metrics.
+            # families): a reset, or left out of a scrape, with why.
             "resets": sorted({*reset_c, *reset_h}),
+            "void": {**self._before.void, **self._after.void},
+            "notes": sorted(self._notes),
             "counters": counters,
             "histograms": histograms,
             "gauges": gauges,
@@ -230,8 +239,15 @@ class PointScrape:
         }
 
     def write(self, point_dir: Path) -> dict[str, Any]:
+        """Write server_metrics.json. What a server exports never fails the job: a value
+        JSON cannot hold (or anything else the server's page leads to) writes the file as
+        unavailable, with the reason."""
         from thetalker.data.records import write_json
 
-        data = self.result()
-        write_json(Path(point_dir) / FILE_NAME, data)
+        try:
+            data = self.result()
+            write_json(Path(point_dir) / FILE_NAME, data)
+        except (ValueError, TypeError, KeyError, ArithmeticError) as exc:
+            data = unavailable(f"the server's metrics could not be written: {exc}")
+            write_json(Path(point_dir) / FILE_NAME, data)
         return data
