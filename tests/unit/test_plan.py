@@ -146,3 +146,34 @@ def test_a_bad_config_is_one_line_naming_the_file(tmp_path, capsys):
     )
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"thetalker-plan: {bad}: ") and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    ("rates", "line"),
+    [
+        ({"rtfx": {"32": 0}}, "rtfx.32: must be a positive finite number (got 0)"),
+        ({"rtfx": {}}, "rtfx: must be a non-empty mapping {concurrency: RTFx} (got {})"),
+        ({"rtfx": {"32": "fast"}}, "rtfx.32: must be a positive finite number (got 'fast')"),
+        ({"rtfx": {"0": 100}}, "rtfx: key '0' is no concurrency (an integer >= 1)"),
+        ({"rtfx": {"1": 50, "01": 60}}, "rtfx: keys '1' and '01' both mean 1"),
+        ({"audio_s_per_char": "x"}, "audio_s_per_char: must be a positive finite number"),
+        ({"warm_start_s": -1}, "warm_start_s: must be a positive finite number (got -1)"),
+        ({"rtfX": {"32": 100}}, "rtfX: unknown rate (known: first_start_s, warm_start_s"),
+    ],
+    ids=["zero", "empty", "string", "c0", "same-c", "per-char", "negative", "unknown"],
+)
+def test_every_plan_rate_is_checked_as_nan_is(tmp_path, capsys, monkeypatch, rates, line):
+    """Issue 36 item 6: a rate of 0, `{}` or a non-number was a traceback
+    (ZeroDivisionError, IndexError, ValueError); now one line naming the field, exit 2."""
+    import yaml
+
+    monkeypatch.chdir(REPO)
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    model = next(iter(config["models"]))
+    config["plan"] = {"models": {model: rates}}
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    assert plan_cli.main(["--configfile", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"thetalker-plan: {path}: config field plan.models.{model}.{line}")
+    assert "\n" not in err

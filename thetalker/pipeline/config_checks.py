@@ -196,10 +196,21 @@ def check_config(config: Mapping[str, Any]) -> None:
         )
     _check_audible_onset(config)
     _check_service_level(config)
+    _check_plan_rates(config)
     _check_no_secrets(config)
     for system in config["systems"]:
         check_system(config, system)
     _check_jobs(config)
+
+
+def _check_plan_rates(config: Mapping[str, Any]) -> None:
+    """Every plan rate gets the check nan gets (thetalker.pipeline.plan.plan_rate_problem):
+    thetalker-plan divides by them, so 0, {} or a string is one line, not a traceback."""
+    from thetalker.pipeline.plan import plan_rate_problem
+
+    problem = plan_rate_problem(config.get("plan") or {})
+    if problem:
+        raise ConfigError(f"config field {problem}")
 
 
 # A job field said of the config field it comes from (others have the same name).

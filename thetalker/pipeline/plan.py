@@ -32,6 +32,8 @@ from thetalker.pipeline.job import BenchJob
 
 __all__ = [
     "PUBLISHED_RTFX_C32",
+    "RATE_KEYS",
+    "plan_rate_problem",
     "JobEstimate",
     "Plan",
     "estimate_job",
@@ -50,6 +52,56 @@ PUBLISHED_RTFX_C32: dict[str, dict[str, float]] = {
     "moss": {"vllm-omni": 35.1, "thestage-vllm-omni": 65.6},
 }
 REFERENCE_CONCURRENCY = 32
+# The rates a model's plan may state (config/schema.yaml's plan.default).
+RATE_KEYS = ("first_start_s", "warm_start_s", "audio_s_per_char", "rtfx")
+
+
+def _positive(value: Any) -> bool:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value > 0
+
+
+def _rates_problem(rates: Any, where: str) -> str | None:
+    if not isinstance(rates, Mapping):
+        return f"{where}: must be a mapping of rates (got {rates!r})"
+    for key, value in rates.items():
+        if key not in RATE_KEYS:
+            return f"{where}.{key}: unknown rate (known: {', '.join(RATE_KEYS)})"
+        if key != "rtfx" and not _positive(value):
+            return f"{where}.{key}: must be a positive finite number (got {value!r})"
+    curve = rates.get("rtfx")
+    if curve is None:
+        return None
+    if not isinstance(curve, Mapping) or not curve:
+        return f"{where}.rtfx: must be a non-empty mapping {{concurrency: RTFx}} (got {curve!r})"
+    seen: dict[int, Any] = {}
+    for key, value in curve.items():
+        text = str(key).strip()
+        if isinstance(key, bool) or not text.isdigit() or int(text) < 1:
+            return f"{where}.rtfx: key {key!r} is no concurrency (an integer >= 1)"
+        if int(text) in seen:
+            return f"{where}.rtfx: keys {seen[int(text)]!r} and {key!r} both mean {int(text)}"
+        seen[int(text)] = key
+        if not _positive(value):
+            return f"{where}.rtfx.{key}: must be a positive finite number (got {value!r})"
+    return None
+
+
+def plan_rate_problem(plan_cfg: Mapping[str, Any]) -> str | None:
+    """`field: why` for the first plan rate that cannot be estimated from (None: all can):
+    every rate a positive finite number, every RTFx curve non-empty with integer
+    concurrency keys >= 1 (the estimate divides by them, and interpolates between them)."""
+    problem = _rates_problem(plan_cfg.get("default") or {}, "plan.default")
+    if problem:
+        return problem
+    models = plan_cfg.get("models") or {}
+    if not isinstance(models, Mapping):
+        return f"plan.models: must be a mapping of models (got {models!r})"
+    for model, rates in models.items():
+        problem = _rates_problem(rates, f"plan.models.{model}")
+        if problem:
+            return problem
+    return None
 
 
 @dataclass(frozen=True)
