@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -169,3 +170,61 @@ def test_a_standin_server_registers_on_the_gpu_it_was_given(node, monkeypatch):
     assert not pid_alive(sleeper.pid)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
     assert gpu_compute_pids() == []  # a dead server computes nowhere
+
+
+# Issue 36 item 5: the slots folder, in a shared /tmp, was trusted whoever made it, and its
+# writes followed links. The folder must be the user's own and not writable by others; lock
+# and holder files are opened without following links, the holder's temp name unpredictable.
+
+
+@pytest.mark.parametrize("how", ["other-owner", "writable-by-others", "symlink"])
+def test_a_slots_folder_that_is_not_the_users_own_is_refused(node, monkeypatch, how):
+    slots = node / "slots"
+    if how == "symlink":
+        (node / "elsewhere").mkdir(mode=0o700)
+        slots.symlink_to(node / "elsewhere")
+    else:
+        slots.mkdir(mode=0o700)
+        if how == "writable-by-others":
+            os.chmod(slots, 0o777)
+        elif os.getuid() == 0:
+            os.chown(slots, 4242, 4242)  # another user made it first
+        else:
+            pytest.skip("giving a folder to another user needs root")
+    want = {
+        "other-owner": "owned by uid 4242, not this user (0)",
+        "writable-by-others": "writable by others (mode 777)",
+        "symlink": "a symbolic link",
+    }[how]
+    line = re.escape(f"GPU slots folder {slots} is {want}: refused")
+    one_gpu = {**os.environ, "STANDIN_GPUS": "1"}
+    with pytest.raises(GpuSlotError, match=f"^{line}"), gpu_slot("job", env=one_gpu):
+        pass
+    if how == "symlink":
+        assert not any((node / "elsewhere").iterdir())  # nothing written where it points
+
+
+def test_slot_files_never_write_through_a_planted_link(node):
+    env = {**os.environ, "STANDIN_GPUS": "1"}
+    gpu = visible_gpus(env)[0]  # the slot's GPU: the first of the pool
+    slots = node / "slots"
+    slots.mkdir(mode=0o700)
+    victim = node / "victim.txt"
+    victim.write_text("precious\n")
+    # The holder's old temp name was predictable (its PID): a link there was written through.
+    holder_tmp = slots / f"gpu-{gpu.uuid}.holder.{os.getpid()}.tmp"
+    holder_tmp.symlink_to(victim)
+    with gpu_slot("job", env=env) as slot:
+        assert slot is not None
+        holder = json.loads((slots / f"gpu-{gpu.uuid}.holder.json").read_text())
+        assert holder["pid"] == os.getpid()
+    assert victim.read_text() == "precious\n"
+    # A link planted at the lock's name is refused, never opened (nor its target created).
+    lock = slots / f"gpu-{gpu.uuid}.lock"
+    lock.unlink()
+    created = node / "created-by-the-job"
+    lock.symlink_to(created)
+    refused = re.escape(f"{lock} is a symbolic link: refused")
+    with pytest.raises(GpuSlotError, match=refused), gpu_slot("job", env=env):
+        pass
+    assert not created.exists() and victim.read_text() == "precious\n"

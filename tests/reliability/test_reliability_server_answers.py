@@ -281,11 +281,11 @@ def test_a_counter_reset_voids_its_family_for_the_point_and_the_table_says_so(
 
 
 def test_nan_and_inf_in_metrics_never_fail_the_point(servers: Any, tmp_path: Path) -> None:
-    nan = f"""# TYPE vllm_omni:workers_busy gauge
-vllm_omni:workers_busy{{model_name="m"}} NaN
-vllm_omni:workers_busy{{model_name="x"}} 2
+    nan = """# TYPE vllm_omni:workers_busy gauge
+vllm_omni:workers_busy{model_name="m"} NaN
+vllm_omni:workers_busy{model_name="x"} 2
 # TYPE vllm_omni:requests_success_total counter
-vllm_omni:requests_success_total{{model_name="m"}} +Inf
+vllm_omni:requests_success_total{model_name="m"} +Inf
 """
     metrics = _MetricsServer(servers, _page(0, extra=nan))
     table = _point(tmp_path, metrics, _page(3, (1, 2, 3), extra=nan), sent=3)
@@ -299,9 +299,7 @@ vllm_omni:requests_success_total{{model_name="m"}} +Inf
     assert "3 / 3" in table.splitlines()[2]
 
 
-def test_a_series_twice_or_two_prefixes_are_not_counted_twice(
-    servers: Any, tmp_path: Path
-) -> None:
+def test_a_series_twice_or_two_prefixes_are_not_counted_twice(servers: Any, tmp_path: Path) -> None:
     twice = f"vllm_omni:audio_ttfp_s_count{{{LABELS}}} 3\n"
     other_prefix = """# TYPE thetalker:speech_stream_completed_total counter
 thetalker:speech_stream_completed_total{model_name="m"} 3

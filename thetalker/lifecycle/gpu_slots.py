@@ -13,14 +13,20 @@ CUDA_DEVICE_ORDER=PCI_BUS_ID, so CUDA counts as nvidia-smi does) for the server,
 and the empty-GPU check, all of which this process starts: a deploy file's device "0" is
 then the job's GPU. Under Slurm (SLURM_JOB_ID with CUDA_VISIBLE_DEVICES set) the GPU is
 whatever Slurm gave: nothing is taken or reassigned.
+
+The folder must be the user's own and not writable by others (refused otherwise, one line);
+lock and holder files are opened without following links, and the holder is written under a
+name nobody can predict (as the voices folder is written, thetalker.server.voices).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -107,17 +113,75 @@ def _under_slurm(env: Mapping[str, str]) -> bool:
     return bool(env.get("SLURM_JOB_ID")) and env.get("CUDA_VISIBLE_DEVICES") is not None
 
 
-def _read_holder(path: Path) -> dict[str, Any] | None:
+def _own_folder(folder: Path) -> None:
+    """Make the slots folder (0700) and refuse one that is not the user's own: a folder
+    another user made first (in a shared /tmp) or can write in could point the job's lock and
+    holder writes at a file of their choosing."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError as exc:
+        raise GpuSlotError(f"GPU slots folder {folder}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        why = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a folder"
+    elif info.st_uid != os.getuid():
+        why = f"owned by uid {info.st_uid}, not this user ({os.getuid()})"
+    elif info.st_mode & 0o022:
+        why = f"writable by others (mode {stat.S_IMODE(info.st_mode):o})"
+    else:
+        return
+    raise GpuSlotError(
+        f"GPU slots folder {folder} is {why}: refused (remove it, or set {SLOTS_DIR_ENV} "
+        "to a folder of your own)"
+    )
+
+
+def _open_nofollow(path: Path, flags: int, mode: int = 0o600) -> int:
+    """os.open that never follows a symbolic link at `path` (GpuSlotError naming it)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise GpuSlotError(f"{path} is a symbolic link: refused") from None
+        raise
+
+
+def _read_holder(path: Path) -> dict[str, Any] | None:
+    """The holder file's record; None when missing, unreadable, or no regular file (a link
+    is not followed, a FIFO not waited on)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = json.loads(fh.read(1 << 16).decode("utf-8"))
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
     return data if isinstance(data, dict) else None
+
+
+def _write_holder(holder_path: Path, holder: dict[str, Any]) -> None:
+    """Write the holder file whole under a name nobody can predict (mkstemp: O_EXCL, so no
+    planted link is written through), renamed over the old one (a link there is replaced)."""
+    fd, tmp = tempfile.mkstemp(dir=holder_path.parent, prefix=".holder-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(holder, sort_keys=True) + "\n")
+        os.replace(tmp, holder_path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _try_take(folder: Path, gpu: Gpu, label: str) -> GpuSlot | None:
     lock_path = folder / f"gpu-{gpu.uuid}.lock"
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = _open_nofollow(lock_path, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -126,9 +190,7 @@ def _try_take(folder: Path, gpu: Gpu, label: str) -> GpuSlot | None:
     holder_path = lock_path.with_suffix(".holder.json")
     stale = _read_holder(holder_path)  # we hold the lock: whoever wrote this is gone
     holder = {"pid": os.getpid(), "label": label, "since": time.time(), "gpu": gpu.to_json()}
-    tmp = holder_path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(holder, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, holder_path)
+    _write_holder(holder_path, holder)
     return GpuSlot(gpu, "slot", lock_path, stale, fd)
 
 
@@ -138,7 +200,10 @@ def held_slots(env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     folder = slots_dir(env)
     held = []
     for lock_path in sorted(folder.glob("gpu-*.lock")):
-        fd = os.open(lock_path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            fd = _open_nofollow(lock_path, os.O_RDWR)
+        except (GpuSlotError, OSError):
+            continue  # a link or a file gone: no slot a job of this user holds
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -184,7 +249,7 @@ def gpu_slot(
         yield None
         return
     folder = slots_dir(env)
-    folder.mkdir(parents=True, exist_ok=True)
+    _own_folder(folder)
     if wait_s is None:
         wait_s = float(env.get(WAIT_ENV, DEFAULT_WAIT_S))
     deadline = time.monotonic() + wait_s
