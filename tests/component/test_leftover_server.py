@@ -185,11 +185,19 @@ def test_a_server_whose_launcher_died_before_recording_its_pid_is_found_by_its_t
 
 
 def test_a_record_whose_pid_is_now_another_process_is_ignored(tmp_path):
-    other = _sleeper()
+    same = _sleeper(_with_token("t-same"))
+    other = _sleeper()  # a process that reused the PID carries no token of ours
     try:
         record_path = tmp_path / "server.pid.json"
-        write_record(record_path, pid=other.pid, port=1, host="127.0.0.1", command=SLEEP)
+        write_record(
+            record_path, pid=same.pid, port=1, host="127.0.0.1", command=SLEEP, token="t-same"
+        )
         assert find_leftover(record_path) is not None  # the same process: found
+        same.kill()
+        same.wait()
+        write_record(
+            record_path, pid=other.pid, port=1, host="127.0.0.1", command=SLEEP, token="t-same"
+        )
         data = json.loads(record_path.read_text())
         data["start_ticks"] = (data["start_ticks"] or 0) - 1  # an earlier process, same PID
         record_path.write_text(json.dumps(data))
@@ -255,10 +263,12 @@ def test_a_busy_gpu_is_refused_naming_its_pid(tmp_path, monkeypatch):
 
 
 def test_a_record_from_another_machine_or_boot_names_nothing_here(tmp_path):
-    other = _sleeper()
+    other = _sleeper(_with_token("t-here"))
     try:
         record_path = tmp_path / "server.pid.json"
-        write_record(record_path, pid=other.pid, port=1, host="127.0.0.1", command=SLEEP)
+        write_record(
+            record_path, pid=other.pid, port=1, host="127.0.0.1", command=SLEEP, token="t-here"
+        )
         assert find_leftover(record_path) is not None
         for field, value in (("hostname", "another-node"), ("boot_id", "an-earlier-boot")):
             data = json.loads(record_path.read_text())
@@ -341,6 +351,11 @@ def test_the_workflow_rerun_stops_the_server_a_sigkilled_bench_job_left(tmp_path
         kill_pids([*orphans, *processes_in(workdir)])
 
 
+def _with_token(token: str) -> dict[str, str]:
+    """The environment of a process the launcher started with the server token `token`."""
+    return {**os.environ, TOKEN_VAR: token}
+
+
 def _sleeper(env: dict[str, str] | None = None) -> subprocess.Popen:
     """`sleep 60` in a session of its own, returned once /proc shows it running `sleep`:
     Popen returns as the exec begins, a moment before the new command line is readable (a
@@ -399,10 +414,12 @@ def test_a_run_with_nothing_to_do_still_names_a_leftover_server(tmp_path):
     # workflow says so when it starts (rules/common.smk), with the command that stops it.
     from thetalker.lifecycle.leftover import leftover_warnings
 
-    server = _sleeper()
+    server = _sleeper(_with_token("t-left"))
     try:
         record = tmp_path / "logs" / "local" / "m" / "server.pid.json"
-        write_record(record, pid=server.pid, port=1, host="127.0.0.1", command=SLEEP)
+        write_record(
+            record, pid=server.pid, port=1, host="127.0.0.1", command=SLEEP, token="t-left"
+        )
         data = json.loads(record.read_text())
         record.write_text(json.dumps({**data, "launcher_pid": 2**22 + 1}))  # launcher gone
         (line,) = leftover_warnings(tmp_path / "logs")
@@ -412,3 +429,148 @@ def test_a_run_with_nothing_to_do_still_names_a_leftover_server(tmp_path):
         server.kill()
         server.wait()
     assert leftover_warnings(tmp_path / "logs") == []
+
+
+# Issue 36: the run's server token is the proof that a process is the run's server.
+
+DAEMON_SERVER = textwrap.dedent(
+    """
+    import http.server, sys
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        def log_message(self, *args):
+            pass
+    http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
+    """
+)
+
+
+def _marked(marker: str) -> list[int]:
+    """Live PIDs whose command line holds `marker` (the test's own server script)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+                state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+            except OSError:
+                continue
+            if marker.encode() in cmdline and state not in ("Z", "X"):
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("foreground", ["exits", "stays"])
+def test_a_command_server_that_daemonizes_does_not_outlive_its_run(tmp_path, foreground):
+    """A template that double-forks and calls `setsid` left its server running after the job,
+    whether the job failed (the command "exited with code 0") or succeeded. The rule: a
+    server is gone only when no process carrying the run's server token remains."""
+    script = tmp_path / "daemon_server.py"
+    script.write_text(DAEMON_SERVER)
+    # sh starts the server in a session of its own (setsid), in the background: the server
+    # leaves the command's process group. Then sh exits, or stays in the foreground.
+    after = "exit 0" if foreground == "exits" else "exec sleep 600"
+    template = f"sh -c 'setsid {sys.executable} {script} {{port}} >/dev/null 2>&1 & {after}'"
+    spec = ServerSpec(
+        launcher="command",
+        model_id="m",
+        command=template,
+        log_path=tmp_path / "server.log",
+        health_timeout_s=30,
+        stop_grace_s=2.0,
+    )
+    record = tmp_path / "server.pid.json"
+    try:
+        if foreground == "exits":
+            with pytest.raises(ServerStartError) as err, launch_server(spec):
+                pass
+            assert "exited with code 0 during startup" in str(err.value)
+        else:
+            with launch_server(spec) as server:
+                assert _marked(str(script)), "the daemonized server never ran"
+                assert server.pid is not None
+        assert _marked(str(script)) == [], "the daemonized server outlived its run"
+        assert not record.exists()
+    finally:
+        for pid in _marked(str(script)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_rerun_stops_what_carries_the_token_outside_the_recorded_group(tmp_path):
+    """A SIGKILLed run whose server had daemonized: the recorded group is gone, a process
+    carrying its token is not; the rerun stops it before starting."""
+    daemon = _sleeper(_with_token("t-daemon"))
+    other = _sleeper(_with_token("t-other"))
+    gone = subprocess.Popen(["true"], start_new_session=True)
+    gone.wait()
+    record_path = tmp_path / "server.pid.json"
+    write_record(
+        record_path, pid=gone.pid, port=1, host="127.0.0.1", command=SLEEP, token="t-daemon"
+    )
+    spec = ServerSpec(
+        launcher="vllm-omni",
+        model_id="m",
+        executable=str(SLOW),
+        log_path=tmp_path / "server.log",
+        record_path=record_path,
+        check_gpu=False,
+        stop_grace_s=1.0,
+    )
+    try:
+        with launch_server(spec):
+            assert wait_for(lambda: not pid_alive(daemon.pid), 30)
+            assert pid_alive(other.pid)  # another run's token: not touched
+    finally:
+        for proc in (daemon, other):
+            proc.kill()
+            proc.wait()
+        for pid in logged_pids(tmp_path / "server.log"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_forged_record_with_a_dead_leader_and_start_time_0_signals_nothing(tmp_path):
+    """A group whose leader is gone, named by a record with start time 0 (every member
+    "younger"): signalled before, though no member is the run's server. Now a member must
+    carry the record's server token."""
+    victim = subprocess.Popen(
+        ["sh", "-c", "sleep 60 & echo $!; exit 0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert victim.stdout is not None
+    sleeper = int(victim.stdout.readline())
+    victim.wait()  # the leader is gone, its group lives on in `sleep`
+    record_path = tmp_path / "server.pid.json"
+    try:
+        for token in ("forged", None):
+            write_record(
+                record_path, pid=victim.pid, port=1, host="127.0.0.1", command=SLEEP, token=token
+            )
+            data = json.loads(record_path.read_text())
+            record_path.write_text(json.dumps({**data, "start_ticks": 0}))
+            warnings: list[str] = []
+            assert find_leftover(record_path, warnings.append) is None
+            assert f"process group {victim.pid} has no process carrying" in warnings[-1]
+        spec = ServerSpec(
+            launcher="vllm-omni",
+            model_id="m",
+            executable=str(SLOW),
+            log_path=tmp_path / "server.log",
+            record_path=record_path,
+            check_gpu=False,
+            stop_grace_s=1.0,
+        )
+        with launch_server(spec):
+            assert pid_alive(sleeper)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(sleeper, signal.SIGKILL)
+        for pid in logged_pids(tmp_path / "server.log"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

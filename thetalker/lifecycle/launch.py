@@ -13,7 +13,8 @@ spoil the next measured run, hence the care.
 
 The server's PID, process group and port are written to a record (``ServerSpec.record_path``,
 by default ``<log stem>.pid.json`` beside the log) the moment it starts, and the record is
-removed once the group is gone. A run whose launcher was SIGKILLed leaves it behind: the next
+removed once the group is gone and no process carrying the server's token remains (a server
+that daemonized is looked for after every stop, and after a start that exited). A run whose launcher was SIGKILLed leaves it behind: the next
 launch with the same record finds that server (``thetalker.lifecycle.leftover``) and stops its group
 (``leftover="stop"``) or refuses with one line naming it (``"refuse"``). A fixed port that is
 busy, or a GPU that nvidia-smi shows in use (vllm-omni launcher), is refused with one line
@@ -39,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -216,13 +217,23 @@ def _wait_healthy(
     log_path: Path,
     cmd: list[str],
     ready_path: str = "/health",
+    token: str | None = None,
 ) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         code = proc.poll()
         if code is not None:
+            left = _leftover.token_carriers(token) if token else []
+            daemon = (
+                f"; it left {_leftover.describe_pid(left[0])} running, which carries the run's "
+                "server token: a server must stay in the foreground of its command (no "
+                "daemonizing); it is stopped"
+                if left
+                else ""
+            )
             raise ServerStartError(
-                f"server exited with code {code} during startup: {' '.join(cmd)} (log: {log_path})",
+                f"server exited with code {code} during startup: {' '.join(cmd)} "
+                f"(log: {log_path}){daemon}",
                 log_tail(log_path),
             )
         if _health_ok(base_url, ready_path):
@@ -294,28 +305,60 @@ def _clear_leftover(record_path: Path, spec: ServerSpec) -> None:
 
 
 def _clear_leftover_server(record_path: Path, spec: ServerSpec) -> None:
+    record = _leftover.read_record(record_path)
     found = _leftover.find_leftover(record_path)
-    if found is None:
-        _leftover.remove_record(record_path)
-        return
-    where = f"{found.describe()}, recorded in {record_path}"
-    if found.launcher_pid is not None:
-        raise ServerStartError(
-            f"{where}, is still served by a running launcher PID {found.launcher_pid}"
+    if found is not None:
+        where = f"{found.describe()}, recorded in {record_path}"
+        pgid = found.pgid
+        _stop_leftover(
+            where,
+            found.launcher_pid,
+            spec,
+            lambda: _leftover.stop_group(pgid, spec.stop_grace_s),
+            f"kill -TERM -- -{pgid}",
         )
+    # What carries the earlier run's token outside its group (a server that daemonized) is
+    # that server too: gone only when none remains.
+    token = record.get("token") if record else None
+    carriers = _leftover.token_carriers(token) if isinstance(token, str) else []
+    if carriers:
+        assert isinstance(token, str) and record is not None
+        where = (
+            f"{', '.join(_leftover.describe_pid(p) for p in carriers[:3])} carrying the server "
+            f"token of {record_path}"
+        )
+        launcher = _leftover.launcher_alive(record)
+        _stop_leftover(
+            where,
+            launcher,
+            spec,
+            lambda: _leftover.stop_carriers(token, spec.stop_grace_s),
+            "kill -TERM " + " ".join(map(str, carriers)),
+        )
+    _leftover.remove_record(record_path)
+
+
+def _stop_leftover(
+    where: str,
+    launcher_pid: int | None,
+    spec: ServerSpec,
+    stop: Callable[[], bool],
+    by_hand: str,
+) -> None:
+    """Stop what an earlier run left (or refuse, `spec.leftover`); ServerStartError when it
+    cannot be stopped or its launcher still runs."""
+    if launcher_pid is not None:
+        raise ServerStartError(f"{where}, is still served by a running launcher PID {launcher_pid}")
     if spec.leftover == "refuse":
-        raise ServerStartError(
-            f"{where}, is left from an earlier run; stop it with: kill -TERM -- -{found.pgid}"
-        )
+        raise ServerStartError(f"{where}, is left from an earlier run; stop it with: {by_hand}")
     print(f"thetalker.lifecycle.launch: stopping leftover {where}", file=sys.stderr, flush=True)
     try:
         with signals_held():
-            gone = _leftover.stop_group(found.pgid, spec.stop_grace_s)
+            gone = stop()
     except PermissionError:
         gone = False
     if not gone:
         raise ServerStartError(f"{where}, could not be stopped (permission denied?)")
-    _leftover.remove_record(record_path)
 
 
 def _secret_values(names: list[str]) -> dict[str, str]:
@@ -396,6 +439,7 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
     mps: MpsDaemon | None = None
     guard = TermGuard()
     unwinding = True
+    token: str | None = None
     try:
         cmd = _resolve_program(build_command(spec_for_cmd, port), base_env)
         shown = redact_command(cmd) or []
@@ -434,7 +478,7 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
         )
         base_url = f"http://{spec.host}:{port}"
         ready_path = spec.ready_path or backend.ready_path or "/health"
-        _wait_healthy(proc, base_url, spec.health_timeout_s, log_path, shown, ready_path)
+        _wait_healthy(proc, base_url, spec.health_timeout_s, log_path, shown, ready_path, token)
         server = RunningServer(
             base_url=base_url,
             command=shown,
@@ -457,7 +501,13 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
         try:
             if proc is not None:
                 stop_process_group(proc, spec.stop_grace_s)
-                if not group_alive(proc.pid):
+                gone = not group_alive(proc.pid)
+                # Gone only when nothing carrying the run's token remains: a server that
+                # daemonized (setsid, a double fork) left the group, not the environment.
+                assert token is not None
+                with signals_held():
+                    gone = _leftover.stop_carriers(token, spec.stop_grace_s) and gone
+                if gone:  # else the record stays: the next run stops what is left
                     _leftover.remove_record(record_path)
             else:  # never started: the record written before the start names nothing
                 _leftover.remove_record(record_path)

@@ -10,6 +10,11 @@ members still run is still that group (Linux never reuses a PID that is a live g
 Both hold only on the machine and boot that wrote the record (a cluster's shared results
 folder is read from other nodes), so the record carries the host name and kernel boot id, and
 a record from elsewhere names nothing here.
+
+The server's token (``TOKEN_VAR`` in its environment, inherited by all it starts) is the
+proof: a group is signalled only when a member carries the record's token, and a server is
+gone only when no process carrying it remains (``token_carriers``): a template that
+daemonizes (`setsid`, a double fork) leaves its group, not its environment.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ __all__ = [
     "boot_id",
     "TOKEN_VAR",
     "group_by_token",
+    "carries_token",
+    "token_carriers",
+    "stop_carriers",
+    "launcher_alive",
     "write_record",
     "read_record",
     "remove_record",
@@ -169,6 +178,45 @@ def group_by_token(token: str) -> int | None:
     return None
 
 
+def carries_token(pid: int, token: str) -> bool:
+    """Whether process `pid` was started with ``TOKEN_VAR=token`` (inherited from the
+    server it descends from); False when gone or not readable (another user's)."""
+    try:
+        environ = (_PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return False
+    return f"{TOKEN_VAR}={token}".encode() in environ.split(b"\0")
+
+
+def token_carriers(token: str) -> list[int]:
+    """Live (not zombie) PIDs carrying the run's server token: the server and whatever it
+    started, in its group or not (a template that daemonizes, `setsid`, leaves it)."""
+    found = []
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields and fields[0] not in ("Z", "X") and carries_token(int(entry.name), token):
+            found.append(int(entry.name))
+    return found
+
+
+def stop_carriers(token: str, grace_s: float) -> bool:
+    """SIGTERM every process carrying `token`, SIGKILL what is left after `grace_s`; True
+    when none remains. A server is gone only when no process carrying its token remains."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        carriers = token_carriers(token)
+        if not carriers:
+            return True
+        for pid in carriers:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait_s
+        while token_carriers(token) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return not token_carriers(token)
+
+
 def remove_record(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
@@ -183,6 +231,7 @@ class Leftover:
     port: int | None
     members: list[int]
     launcher_pid: int | None
+    token: str | None = None
 
     def describe(self) -> str:
         port = f", port {self.port}" if self.port else ""
@@ -216,8 +265,10 @@ def _warn(message: str) -> None:
 def find_leftover(path: Path, warn: Callable[[str], None] | None = None) -> Leftover | None:
     """The server group a record names, when it still runs and is the same one: the
     leader's start time and command are the recorded ones (or, the leader gone, every member
-    started after it). A record that names another group is warned about (`warn`, default
-    stderr) and names nothing: no group the project did not start is ever signalled."""
+    started after it), and a member carries the record's server token in its environment (a
+    forged record, with a dead leader and a start time of 0, names no group of another's). A
+    record that names another group is warned about (`warn`, default stderr) and names
+    nothing: no group the project did not start is ever signalled."""
     say = warn or _warn
     record = read_record(path)
     if record is None:
@@ -261,20 +312,33 @@ def find_leftover(path: Path, warn: Callable[[str], None] | None = None) -> Left
                 "recorded server: not its group; no process signalled"
             )
             return None
-    launcher = record.get("launcher_pid")
-    launcher_alive = (
-        isinstance(launcher, int)
-        and launcher != os.getpid()
-        and start_ticks(launcher) is not None
-        and start_ticks(launcher) == record.get("launcher_start_ticks")
-    )
+    token = record.get("token")
+    if not isinstance(token, str) or not any(carries_token(m, token) for m in members):
+        say(
+            f"{path}: process group {pgid} has no process carrying the record's server token "
+            f"({TOKEN_VAR}): not the server's group; no process signalled"
+        )
+        return None
     return Leftover(
         pid=pid,
         pgid=pgid,
         port=record.get("port"),
         members=members,
-        launcher_pid=launcher if launcher_alive else None,
+        launcher_pid=launcher_alive(record),
+        token=token,
     )
+
+
+def launcher_alive(record: dict[str, Any]) -> int | None:
+    """The PID of the record's launcher when it still runs (its start time as recorded)."""
+    launcher = record.get("launcher_pid")
+    alive = (
+        isinstance(launcher, int)
+        and launcher != os.getpid()
+        and start_ticks(launcher) is not None
+        and start_ticks(launcher) == record.get("launcher_start_ticks")
+    )
+    return launcher if alive else None
 
 
 def stop_group(pgid: int, grace_s: float) -> bool:
