@@ -134,9 +134,14 @@ def test_exit_policy():
     assert exit_status({"n_ok": 94, "error_rate": 0.06}, 0.05) == 1
 
 
+@pytest.mark.parametrize(
+    ("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+)
 def test_ctrl_c_keeps_finished_records(
-    scripted_server: ScriptedServer, prompts_file: Path, tmp_path: Path
+    scripted_server: ScriptedServer, prompts_file: Path, tmp_path: Path, stop: int, code: int
 ):
+    # SIGTERM (a supervisor, scancel) as Ctrl-C: records kept, the in-flight one cancelled,
+    # summary.json written (issue 36: SIGTERM left neither).
     # "sentence number 3" stalls for 30 s; the other prompts finish at once.
     scripted_server.script_for = lambda body: (
         Script(chunks=((0, 4800), (30.0, 4800))) if body["input"].endswith("3") else None
@@ -158,13 +163,13 @@ def test_ctrl_c_keeps_finished_records(
             ):
                 break
         time.sleep(0.3)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     records = {r["text"]: r for r in read_records(out / "records.jsonl")}
     assert len(records) == 4
     assert records["sentence number 3"]["error"]["type"] == "cancelled"

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +231,28 @@ def run_benchmark(
     scored_window: ScoredWindow | None = None,
 ) -> dict[str, Any]:
     """`arun_benchmark` on a fresh event loop (uvloop when installed). Ctrl-C cancels the
-    run cleanly (see arun_benchmark) and then raises KeyboardInterrupt."""
+    run cleanly (see arun_benchmark) and then raises KeyboardInterrupt; SIGTERM (a
+    supervisor, `scancel`) does the same and raises CancelledError, unless the caller
+    handles SIGTERM itself (the bench job's guard)."""
+    run = arun_benchmark(opts, prompts, out_dir, progress, scored_window)
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        return runner.run(arun_benchmark(opts, prompts, out_dir, progress, scored_window))
+        return runner.run(_cancelled_by_sigterm(run))
+
+
+async def _cancelled_by_sigterm(run: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+    """`run`, cancelled by SIGTERM as Ctrl-C cancels it: in-flight requests recorded as
+    `cancelled`, `summary.json` written. A handler the caller set is left alone."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    handled = False
+    main = threading.current_thread() is threading.main_thread()
+    if task is not None and main and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+            handled = True
+    try:
+        return await run
+    finally:
+        if handled:
+            loop.remove_signal_handler(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
