@@ -14,13 +14,14 @@ spoil the next measured run, hence the care.
 The server's PID, process group and port are written to a record (``ServerSpec.record_path``,
 by default ``<log stem>.pid.json`` beside the log) the moment it starts, and the record is
 removed once the group is gone and no process carrying the server's token remains (a server
-that daemonized is looked for after every stop, and after a start that exited). A run whose launcher was SIGKILLed leaves it behind: the next
-launch with the same record finds that server (``thetalker.lifecycle.leftover``) and stops its group
-(``leftover="stop"``) or refuses with one line naming it (``"refuse"``). A fixed port that is
-busy, or a GPU that nvidia-smi shows in use (vllm-omni launcher), is refused with one line
-naming the PID that holds it. Secrets reach the server only through the environment:
-``secret_env`` names variables copied from this process's environment, and every command line
-and env recorded is redacted (``thetalker.util.redact``).
+that daemonized is looked for after every stop, and after a start that exited). A run whose
+launcher was SIGKILLed leaves it behind: the next launch with the same record finds that server
+(``thetalker.lifecycle.leftover``) and stops its group (``leftover="stop"``) or refuses with
+one line naming it (``"refuse"``). A fixed port that is busy, or a GPU that nvidia-smi shows in
+use (vllm-omni launcher), is refused with one line naming the PID that holds it. Secrets reach
+the server only through the environment: ``secret_env`` names variables copied from this
+process's environment, and every command line and env recorded is redacted
+(``thetalker.util.redact``).
 
 Launchers: ``local`` runs ``python -m thetalker.server``; ``vllm-omni`` runs
 ``vllm-omni serve <id> --omni --trust-remote-code --log-stats ...`` with
