@@ -521,6 +521,11 @@ def test_a_rerun_stops_what_carries_the_token_outside_the_recorded_group(tmp_pat
         stop_grace_s=1.0,
     )
     try:
+        from thetalker.lifecycle.leftover import leftover_warnings
+
+        (line,) = leftover_warnings(tmp_path)  # said at every workflow start, as a group is
+        assert f"PID {daemon.pid} (sleep 60), carrying the server token of" in line
+        assert line.endswith(f"now: kill -TERM {daemon.pid})")
         with launch_server(spec):
             assert wait_for(lambda: not pid_alive(daemon.pid), 30)
             assert pid_alive(other.pid)  # another run's token: not touched

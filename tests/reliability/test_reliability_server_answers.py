@@ -24,7 +24,7 @@ from thetalker.client import BenchOptions, run_benchmark
 from thetalker.data.prompts import Prompt
 from thetalker.data.records import read_json, read_records
 from thetalker.lifecycle.launch import _health_ok
-from thetalker.pipeline.provenance import collect_provenance
+from thetalker.pipeline.provenance import collect_provenance, write_provenance
 from thetalker.pipeline.server_metrics import PointScrape, ScrapeError, scrape
 from thetalker.report.server import server_rows, server_table
 
@@ -138,6 +138,28 @@ def test_the_speech_request_records_a_redirect_and_follows_none(
             f"HTTP 307: a redirect to {scripted_server.base_url}, not followed"
         )
     assert summary["n_failed"] == 2
+
+
+def test_nan_in_a_version_answer_never_keeps_provenance_from_being_written(
+    servers: Any, tmp_path: Path
+) -> None:
+    def answer(h: BaseHTTPRequestHandler) -> None:
+        body = b'{"version": NaN, "max_model_len": Infinity, "data": [-Infinity]}'
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    server = servers(answer)
+    write_provenance(tmp_path / "provenance.json", base_url=server.base_url, http_timeout_s=5)
+    data = read_json(tmp_path / "provenance.json")  # standard JSON, written whole
+    assert data["server"]["version"]["body"] == {
+        "version": None,
+        "max_model_len": None,
+        "data": [None],
+    }
+    assert data["server"]["server_version"] is None
 
 
 # -- every GET bounded by total time ------------------------------------------------------

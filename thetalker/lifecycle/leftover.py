@@ -389,4 +389,15 @@ def leftover_warnings(logs_root: Path) -> list[str]:
                 f"{found.describe()}, recorded in {path}, is left from an earlier run "
                 f"(the next run of its job stops it; now: kill -TERM -- -{found.pgid})"
             )
+            continue
+        record = read_record(path)
+        token = record.get("token") if record else None
+        if found is None and record is not None and isinstance(token, str):
+            carriers = token_carriers(token)  # a server that daemonized, its group gone
+            if carriers and launcher_alive(record) is None:
+                lines.append(
+                    f"server {describe_pid(carriers[0])}, carrying the server token of {path}, "
+                    "is left from an earlier run (the next run of its job stops it; now: "
+                    f"kill -TERM {' '.join(map(str, carriers))})"
+                )
     return lines

@@ -250,8 +250,10 @@ def fetch_json(
         }
     raw = answer.body.decode("utf-8", errors="replace")
     try:
-        body: Any = json.loads(raw)
-    except json.JSONDecodeError:
+        # NaN and Infinity (which json.loads takes) as null: what a server says never keeps
+        # provenance.json, written strictly, from being written.
+        body: Any = json.loads(raw, parse_constant=lambda _name: None)
+    except (json.JSONDecodeError, RecursionError):
         body = raw
     return {"url": url, "status": answer.status, "body": body}
 
