@@ -205,7 +205,7 @@ def _health_ok(base_url: str, path: str = "/health") -> bool:
     answered whole within 2 s (``thetalker.util.http_get``: a trickle cannot hold the wait
     past ``health_timeout_s``; a redirect is not health)."""
     try:
-        return http_get(base_url + path, 2.0, 1 << 16).status == 200
+        return http_get(base_url + path, 2.0, 1 << 20).status == 200
     except GetError:
         # Refused: the port only opens once the model is loaded. 503: engine dead or absent.
         return False
