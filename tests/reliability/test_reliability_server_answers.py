@@ -7,7 +7,10 @@ are not cumulative, a page larger than any real one)."""
 from __future__ import annotations
 
 import importlib
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.paths import REPO
 from tests.support.records import make_record, write_point
 from tests.support.scripted_server import Script, ScriptedServer
 from thetalker.client import BenchOptions, run_benchmark
@@ -377,3 +381,52 @@ def test_a_metrics_page_past_its_bound_is_no_metrics(
     metrics = _MetricsServer(servers, _page(0) + "# padding\n" * 1000)
     with pytest.raises(ScrapeError, match="answer larger than 4096 bytes"):
         scrape(metrics.base_url, timeout_s=5)
+
+
+# -- SIGTERM stops a run as Ctrl-C does, an external server's bench job too -----------------
+
+
+def test_sigterm_to_an_external_systems_bench_job_keeps_records_and_a_summary(
+    scripted_server: ScriptedServer, tmp_path: Path
+) -> None:
+    """An external server has no launcher guard to turn SIGTERM into an exit: the run is
+    cancelled as Ctrl-C cancels it (in-flight requests `cancelled`, summary.json written),
+    and the job exits 143 with one line, not a traceback."""
+    from tests.support.bench_jobs import job
+
+    scripted_server.default = Script(chunks=((0, 4800), (60.0, 4800)))  # each one stalls
+    spec = job(
+        tmp_path,
+        launcher="external",
+        server="vllm-omni",
+        base_url=scripted_server.base_url,
+        model_id="scripted-model",
+        sample_rate=24000,
+        concurrency=(4,),
+        requests={4: 8},
+        capacity=None,
+    )
+    records = tmp_path / "run" / "c4" / "records.jsonl"
+    cmd = [sys.executable, "-m", "thetalker.pipeline.serve_and_sweep", "--job", spec.to_json()]
+    cmd += ["--records", str(records), "--server-log", str(tmp_path / "server.log")]
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while sum(bool(log.send_times) for log in scripted_server.requests) < 4:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the requests never started"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "terminated; finished requests are in" in err
+    kept = list(read_records(records))
+    assert len(kept) == 4 and {r["error"]["type"] for r in kept} == {"cancelled"}
+    assert read_json(records.parent / "summary.json")["complete"] is False

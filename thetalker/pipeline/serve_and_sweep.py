@@ -29,6 +29,7 @@ and each point writes its files beside its records (server_metrics.json too: the
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import functools
 import shutil
@@ -381,6 +382,13 @@ def main(
             file=sys.stderr,
         )
         return 130
+    except asyncio.CancelledError:  # SIGTERM where no server guard holds it (an external
+        # server): the run was cancelled as Ctrl-C cancels it (thetalker.client.run)
+        print(
+            f"terminated; finished requests are in {args.records[0].parent.parent}",
+            file=sys.stderr,
+        )
+        return 143
     except Exception as exc:  # one clear line (plus a server log tail when there is one)
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
