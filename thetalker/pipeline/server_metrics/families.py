@@ -154,7 +154,6 @@ def parse_metrics(text: str) -> Snapshot:
                 notes.append(f"{stem}: {len(samples) - len(finite)} non-finite sample(s) dropped")
             samples = finite
         families[stem] = (kind, samples)
-    notes += [f"{stem} left out: {why}" for stem, why in sorted(void.items())]
     return Snapshot(prefix, families, void, notes)
 
 
