@@ -142,7 +142,7 @@ def _detail_text(detail: Any) -> str:
 async def _json_reply(resp: aiohttp.ClientResponse, what: str) -> Any:
     """The JSON of a 2xx answer, else SpeechApiError with the error body's message."""
     if 300 <= resp.status < 400:  # never followed: the request carries the API key
-        note = redirect_note(resp.status, resp.headers.get("Location"))
+        note = redirect_note(resp.status, resp.headers.get("Location"), str(resp.url))
         raise SpeechApiError(f"{what}: {note} ({resp.method} {resp.url})", resp.status)
     body = await resp.read()
     try:

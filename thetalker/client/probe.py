@@ -58,7 +58,7 @@ async def probe_sample_rate(
 def _refuse_redirect(resp: aiohttp.ClientResponse, shown: str) -> None:
     """A redirect is the server's answer, never followed (the request carries the key)."""
     if 300 <= resp.status < 400:
-        note = redirect_note(resp.status, resp.headers.get("Location"))
+        note = redirect_note(resp.status, resp.headers.get("Location"), str(resp.url))
         raise ProbeError(f"sample-rate request to {shown}: {note}")
 
 

@@ -80,7 +80,7 @@ async def _receive(
                 ex.rate_header = resp.headers.get(rate_header)
             if 300 <= resp.status < 400:
                 location = resp.headers.get("Location")
-                ex.failure = ("http_status", redirect_note(resp.status, location))
+                ex.failure = ("http_status", redirect_note(resp.status, location, url))
                 return
             if resp.status >= 400 or not _is_stream_type(resp.content_type, sse):
                 ex.error_body = await resp.content.read(_ERROR_BODY_LIMIT)

@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 from thetalker.api.auth import auth_headers
 from thetalker.data.records import write_json
@@ -239,8 +240,8 @@ def fetch_json(
         return {
             "url": url,
             "status": answer.status,
-            "redirect": origin(answer.location) if answer.location else None,
-            "error": redirect_note(answer.status, answer.location),
+            "redirect": origin(urljoin(url, answer.location)) if answer.location else None,
+            "error": redirect_note(answer.status, answer.location, url),
         }
     if answer.status >= 400:
         return {

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 __all__ = ["GetError", "GetAnswer", "http_get", "origin", "redirect_note"]
 
@@ -57,10 +57,10 @@ def origin(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname or ''}{port}"
 
 
-def redirect_note(status: int, location: str | None) -> str:
+def redirect_note(status: int, location: str | None, url: str) -> str:
     """What a redirect not followed is recorded as: the status and the target's origin
-    only (a URL's path or query may carry a token)."""
-    where = origin(location) if location else "nowhere"
+    only (a URL's path or query may carry a token); a relative `location` is `url`'s."""
+    where = origin(urljoin(url, location)) if location else "nowhere"
     return f"HTTP {status}: a redirect to {where}, not followed"
 
 
