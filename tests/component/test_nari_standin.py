@@ -322,3 +322,80 @@ def test_socket_cancel_and_errors(nari: Standin):
     assert got.kinds()[-1] == "response.done" and got.events[-1]["stop_reason"] == "stop"
     assert got.events[-1]["audio_chunks"] == len(got.frames)
     assert (got.close_code, got.close_reason) == (1000, "response.done")
+
+
+def _ws_frame(text: str) -> bytes:
+    """One masked client text frame (RFC 6455)."""
+    payload = text.encode()
+    n = len(payload)
+    head = b"\x81" + (
+        bytes([0x80 | n])
+        if n < 126
+        else (bytes([0x80 | 126]) + n.to_bytes(2, "big"))
+        if n < 65536
+        else (bytes([0x80 | 127]) + n.to_bytes(8, "big"))
+    )
+    mask = os.urandom(4)
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def _ws_frames(data: bytes) -> list[tuple[int, bytes]]:
+    """(opcode, payload) of the server's unmasked frames after the 101 response."""
+    at, out = data.index(b"\r\n\r\n") + 4, []
+    while at + 2 <= len(data):
+        opcode, n = data[at] & 0x0F, data[at + 1] & 0x7F
+        at += 2
+        if n == 126:
+            n, at = int.from_bytes(data[at : at + 2], "big"), at + 2
+        elif n == 127:
+            n, at = int.from_bytes(data[at : at + 8], "big"), at + 8
+        if at + n > len(data):
+            break  # not all here yet
+        out.append((opcode, data[at : at + n]))
+        at += n
+    return out
+
+
+def _lagging_socket_session(server: Standin, words: int) -> list[tuple[int, bytes]]:
+    """A client that sends a whole utterance and reads nothing until the stand-in logged a
+    socket error; then everything it was sent."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        sock.sendall(
+            b"GET /v1/audio/speech/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: nari.speech.v1\r\n\r\n"
+        )
+        for event in ({**START, "max_new_tokens": 32768}, _append(0, "word " * words),
+                      {"type": "input_text.end", "sequence": 1}):  # fmt: skip
+            sock.sendall(_ws_frame(json.dumps(event)))
+        deadline = time.monotonic() + 60
+        while not any("socket_error" in e for e in server.entries()):
+            assert time.monotonic() < deadline, "no socket error was logged"
+            time.sleep(0.05)
+        received = bytearray()
+        sock.settimeout(30)
+        while chunk := sock.recv(1 << 20):  # up to the close frame (no close reply sent)
+            received += chunk
+            maybe_closed = b"\x88" in received[-64:]  # a close frame's first byte, cheap
+            if maybe_closed and any(op == 8 for op, _ in _ws_frames(bytes(received))):
+                break
+    return _ws_frames(bytes(received))
+
+
+def test_a_socket_reader_too_slow_gets_backpressure_1011(tmp_path: Path):
+    # Unread PCM past the budget, and (a budget too large to matter) the 32-frame send
+    # queue full for 5 s: an `error` event `backpressure`, then close 1011.
+    for budget in ("200000", str(1 << 30)):
+        env = {"STANDIN_WARMUP_S": "0", "STANDIN_CHUNK_DELAY_S": "0"}
+        server = Standin(tmp_path, env, "ttfa", "--max-buffered-pcm-bytes", budget)
+        try:
+            server.wait_ready()
+            frames = _lagging_socket_session(server, 3000)
+        finally:
+            server.stop()
+        errors = [json.loads(p) for op, p in frames if op == 1 and b'"error"' in p]
+        assert [e["error"]["code"] for e in errors] == ["backpressure"], budget
+        (close,) = [p for op, p in frames if op == 8]
+        assert int.from_bytes(close[:2], "big") == 1011 and close[2:] == b"error"
