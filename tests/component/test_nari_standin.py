@@ -249,6 +249,21 @@ def test_the_startup_line_and_argument_checks(tmp_path: Path):
         assert bad[0] in result.stderr
 
 
+def test_the_trace_is_written_at_a_graceful_shutdown(tmp_path: Path):
+    trace = tmp_path / "trace.json"
+    server = Standin(tmp_path, {"STANDIN_WARMUP_S": "0"}, "ttfa", "--trace-output", str(trace))
+    try:
+        server.wait_ready()
+        assert server.speech({"input": "Hi there", "response_format": "pcm"})[0] == 200
+    finally:
+        server.stop()  # SIGTERM: a graceful shutdown
+    written = json.loads(trace.read_text())
+    assert written["schema"] == "nari_qwen3_tts_server_diagnostic_v1"
+    assert written["service_metrics"]["admitted"] == written["service_metrics"]["completed"] == 1
+    sha = _startup_line(server.stdout.read_text())["sha256"]
+    assert written["execution_config_sha256"] == sha
+
+
 def test_socket_handshake_and_paths(nari: Standin):
     # Without the subprotocol: accepted, then closed 1002 naming it.
     got = converse(nari.base_url, [], protocols=())
