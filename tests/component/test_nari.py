@@ -11,79 +11,23 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.nari_standin import MODEL, Standin
+from tests.support.nari_standin import get as _get
 from tests.support.paths import REPO, STANDINS
 from tests.support.processes import pid_alive
 from thetalker.cli import bench
+from thetalker.client import websocket as client_ws
+from thetalker.client.nari_socket import MAX_APPENDS, batch_pieces
 from thetalker.data.records import read_records
-from thetalker.lifecycle.launch import ServerSpec, free_port, group_alive, launch_server
+from thetalker.lifecycle.launch import ServerSpec, group_alive, launch_server
 
-PROGRAM = STANDINS / "nari-qwen3-tts-server"
-MODEL = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
 PROMPTS = REPO / "prompts" / "seed_tts_eval_en_100.jsonl"
 FORBIDDEN = ("task_type", "speaker", "stream_format", "sample_rate", "ref_audio", "ref_text")
-
-
-def _get(url: str) -> tuple[int, dict]:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(url, timeout=2) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
-class Standin:
-    def __init__(self, tmp: Path, env: dict[str, str], profile: str = "ttfa", *args: str) -> None:
-        self.port = free_port()
-        self.log = tmp / f"nari-{self.port}.jsonl"
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [
-                str(PROGRAM),
-                "--profile",
-                profile,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                *args,
-            ],
-            env={**os.environ, "STANDIN_LOG": str(self.log), **env},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                _get(self.base_url + "/health")
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("the Nari stand-in did not open its port")
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + 30
-        while _get(self.base_url + "/ready")[0] != 200:
-            assert time.monotonic() < deadline, "the stand-in never got ready"
-            time.sleep(0.05)
-
-    def entries(self) -> list[dict]:
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text().splitlines()]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 @pytest.fixture
@@ -198,18 +142,51 @@ def test_cut_stream_is_truncated(tmp_path: Path):
     assert all(len(r["chunk_bytes"]) == 2 for r in records)
 
 
-def test_not_ready_is_its_own_failure(tmp_path: Path):
-    server = Standin(tmp_path, {"STANDIN_WARMUP_S": "600"})
+def test_a_failed_engine_is_a_failure_of_the_run(tmp_path: Path):
+    """An engine that fails after it was ready answers every POST 503 `... not ready:
+    service_failed` and never recovers: `server_failed`, and the point fails even where
+    `--max-error-rate 1.0` accepts any error rate (not a start-up wait, `not_ready`)."""
+    server = Standin(tmp_path, {"STANDIN_WARMUP_S": "0", "STANDIN_FAIL_AFTER": "4"})
     try:
-        rate = ("--sample-rate", "24000", "--trust-sample-rate")
-        code = _bench(server.base_url, tmp_path / "nr", *rate)
+        server.wait_ready()
+        out = tmp_path / "failed"
+        code = _bench(server.base_url, out, "--concurrency", "1", "--max-error-rate", "1.0")
+        health, ready = _get(server.base_url + "/health"), _get(server.base_url + "/ready")
+        # Validation comes before readiness: a bad body is still a 422, a good one a 503.
+        bad = server.speech({"input": "Hi", "task_type": "CustomVoice"})
+        good = server.speech({"input": "Hi"})
     finally:
         server.stop()
     assert code == 1
-    for record in read_records(tmp_path / "nr" / "records.jsonl"):
-        assert record["error"]["type"] == "not_ready"
+    assert health == (503, {"alive": False, "phase": "failed"})
+    assert ready[0] == 503 and ready[1]["reason"] == "service_failed"
+    assert bad[0] == 422 and bad[1]["detail"][0]["type"] == "extra_forbidden"
+    assert good == (503, {"detail": "Qwen3-TTS service is not ready: service_failed"})
+    records = list(read_records(out / "records.jsonl"))
+    kinds = [r["error"]["type"] if r["error"] else "ok" for r in records]
+    # probe, warmup, requests 0-1 served; request 2 admitted as the engine failed (cut).
+    assert kinds == ["ok"] * 3 + ["truncated"] + ["server_failed"] * 3
+    for record in records[4:]:
         assert record["error"]["status"] == 503
-        assert "service_starting" in record["error"]["message"]
+        assert "service_failed" in record["error"]["message"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["errors_by_type"]["server_failed"] == 3
+
+
+def test_the_socket_fails_the_same_way(tmp_path: Path):
+    server = Standin(tmp_path, {"STANDIN_WARMUP_S": "0", "STANDIN_FAIL_AFTER": "2"})
+    try:
+        server.wait_ready()
+        out = tmp_path / "ws"
+        code = _bench(server.base_url, out, "--protocol", "websocket", "--text-pace", "200",
+                      "--concurrency", "1", "--max-error-rate", "1.0")  # fmt: skip
+    finally:
+        server.stop()
+    assert code == 1
+    records = list(read_records(out / "records.jsonl"))
+    failed = [r["error"] for r in records if r["error"]]
+    assert failed and all(e["type"] in ("ws_error", "session_refused") for e in failed)
+    assert "generation_failed" in failed[0]["message"]
 
 
 def test_over_capacity_is_overloaded(tmp_path: Path):
@@ -240,7 +217,8 @@ def test_launcher_waits_for_ready_and_keeps_the_profile_sha(tmp_path: Path, monk
         assert "--profile" in server.command
         assert server.command[server.command.index("--profile") + 1] == "throughput"
         assert len(server.startup["execution_config_sha256"]) == 64
-        assert server.as_record()["startup"]["source"] == "profile:throughput"
+        # The real line's source: the packaged profile (or the --engine-config path).
+        assert server.as_record()["startup"]["source"] == "packaged-profile"
         pid = server.pid
     assert not group_alive(pid) and not pid_alive(pid)
 
@@ -271,3 +249,64 @@ def test_a_kind_with_a_fixed_rate_sends_no_probe(nari: Standin, tmp_path: Path, 
     assert all(e["body"]["stream"] is True for e in nari.entries())
     summary = json.loads((tmp_path / "fixed" / "summary.json").read_text())
     assert summary["sample_rate"] == 24000 and summary["sample_rate_source"] == "server"
+
+
+def test_batch_pieces_keeps_the_text_and_no_piece_goes_early():
+    pieces = [f" w{i}" for i in range(2050)]
+    offsets = [i * 0.01 for i in range(2050)]
+    batched, times = batch_pieces(pieces, offsets)
+    assert len(batched) == 684 <= MAX_APPENDS  # groups of ceil(2050 / 1024) = 3
+    assert "".join(batched) == "".join(pieces)
+    assert times[0] == offsets[2] and times[-1] == offsets[-1]  # each at its last piece's time
+    assert batch_pieces(pieces[:1024], offsets[:1024]) == (pieces[:1024], offsets[:1024])
+
+
+def test_a_long_text_at_token_pace_stays_under_the_append_cap(nari: Standin, tmp_path: Path):
+    """A 1,100-word text streamed a word a piece would be 1,100 appends; Nari closes the
+    socket past 1,024 (`too_many_input_events`, 1008). The client batches instead."""
+    words = " ".join(f"word{i}" for i in range(1100)) + "."
+    prompts = tmp_path / "long.jsonl"
+    prompts.write_text(json.dumps({"sample_id": "long", "text": words}) + "\n")
+    out = tmp_path / "long"
+    code = bench.main(
+        [
+            "--server", "nari", "--base-url", nari.base_url, "--model", MODEL, "--speaker", "ryan",
+            "--texts-jsonl", str(prompts), "--requests", "1", "--warmup", "0",
+            "--protocol", "websocket", "--text-pace", "4000", "--text-pace-unit", "tokens",
+            "--max-new-tokens", "32768", "--sample-rate", "24000", "--trust-sample-rate",
+            "--out-dir", str(out),
+        ]
+    )  # fmt: skip
+    (record,) = read_records(out / "records.jsonl")
+    assert record["ok"], record["error"]
+    assert code == 0
+    assert len(record["text_pieces"]) <= MAX_APPENDS
+    assert "".join(record["text_pieces"]) == words
+    (sent,) = [e for e in nari.entries() if e.get("socket")]
+    assert sent["text"] == words and record["chunk_bytes"] == sent["chunks"]
+
+
+def test_empty_frames_on_the_socket_are_no_audio(tmp_path: Path):
+    """A frame with no bytes is not audio: it sets no first byte and is no chunk."""
+    server = Standin(tmp_path, {"STANDIN_WARMUP_S": "0", "STANDIN_EMPTY_FRAMES": "3"})
+    try:
+        server.wait_ready()
+        out = tmp_path / "empty"
+        assert _bench(server.base_url, out, "--protocol", "websocket", "--text-pace", "200") == 0
+    finally:
+        server.stop()
+    sent = {e["start"]["seed"]: e["chunks"] for e in server.entries() if e.get("socket")}
+    for record in read_records(out / "records.jsonl"):
+        assert record["ok"], record["error"]
+        assert 0 not in record["chunk_bytes"]
+        assert record["chunk_bytes"] == sent[42 + record["request_index"]]
+
+
+def test_the_nari_socket_bounds_a_frame(nari: Standin, tmp_path: Path, monkeypatch):
+    """The agent sockets share one frame bound (MAX_FRAME_BYTES, 64 MiB); lowered here below
+    one chunk of the stand-in, the session fails instead of buffering it."""
+    monkeypatch.setattr(client_ws, "MAX_FRAME_BYTES", 4 * 1920 * 2)  # 4 frames; chunks reach 12
+    out = tmp_path / "bounded"
+    assert _bench(nari.base_url, out, "--protocol", "websocket", "--text-pace", "200") == 1
+    for record in read_records(out / "records.jsonl"):
+        assert record["error"]["type"] == "closed_early", record["error"]

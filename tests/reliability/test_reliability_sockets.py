@@ -149,3 +149,26 @@ def test_the_agent_client_refuses_a_frame_past_its_bound(tmp_path: Path, monkeyp
         run_benchmark(opts, [Prompt("s1", "One sentence.")], tmp_path)
     (rec,) = read_records(tmp_path / "records.jsonl")
     assert not rec["ok"] and rec["error"]["type"] == "closed_early"
+
+
+def test_an_empty_frame_on_the_agent_socket_is_no_audio(tmp_path: Path) -> None:
+    # A frame with no bytes is not audio (the HTTP path skips empty pieces too): it sets no
+    # first byte and is no chunk. Nari's socket shares the rule (test_nari.py).
+    script = WsScript(frames=2, frame_bytes=4800, frame_gap_s=0.2, empty_frames=3)
+    with start_ws_scripted_server(script) as server:
+        opts = BenchOptions(
+            base_url=server.base_url,
+            protocol="websocket",
+            speaker="ok",
+            sample_rate=24000,
+            requests=1,
+            warmup=0,
+            text_pace=200.0,
+            timeout_s=20.0,
+        )
+        run_benchmark(opts, [Prompt("s1", "One sentence.")], tmp_path)
+    (rec,) = read_records(tmp_path / "records.jsonl")
+    assert rec["ok"], rec["error"]
+    assert rec["chunk_bytes"] == [4800, 4800]
+    # The first audio came a frame gap (0.2 s) after the empty frames, not with them.
+    assert rec["ttfa_s"] >= 0.2

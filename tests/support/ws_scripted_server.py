@@ -44,6 +44,7 @@ class WsScript:
     frame_bytes: int = 4800
     frame_gap_s: float = 0.01
     late_s: float = 0.3
+    empty_frames: int = 0  # frames with no bytes sent after each audio.start, before audio
 
 
 @dataclass
@@ -77,6 +78,8 @@ async def _session(request: web.Request) -> web.WebSocketResponse:
         start = {"type": "audio.start", "utterance_index": 0, "sentence_index": sentence_index}
         start.update(sentence_text=text, format="pcm", sample_rate=24000)
         await ws.send_json(start)
+        for _ in range(script.empty_frames):
+            await ws.send_bytes(b"")
         sent = 0
         error = False
         for i in range(script.frames):

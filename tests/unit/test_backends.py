@@ -106,5 +106,11 @@ def test_nari_errors_are_typed_by_what_they_mean():
     errors = backends.get("nari").errors
     assert errors.failure_type(422, "body.task_type: Extra inputs are not permitted") == "rejected"
     assert errors.failure_type(429, "active request capacity exceeded") == "overloaded"
-    assert errors.failure_type(503, "Qwen3-TTS service is not ready: service_failed") == "not_ready"
+    # A failed or stopped engine never recovers: a failure of the run, not a start-up wait.
+    for reason in ("service_failed", "service_stopped"):
+        message = f"Qwen3-TTS service is not ready: {reason}"
+        assert errors.failure_type(503, message) == "server_failed"
+    assert (
+        errors.failure_type(503, "Qwen3-TTS service is not ready: service_starting") == "not_ready"
+    )
     assert errors.failure_type(500, "Qwen3-TTS serving request failed") == "http_status"

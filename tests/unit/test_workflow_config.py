@@ -319,6 +319,11 @@ def test_point_failure_is_one_rule_for_every_caller():
         "error rate 0.100 above max_error_rate 0.05"
     )
     assert point_failure({"n_ok": 3, "error_rate": None}, 0.0) is None
+    # A server that failed mid-point fails it whatever the error rate allowed.
+    failed = {"n_ok": 9, "error_rate": 0.1, "errors_by_type": {"server_failed": 1}}
+    assert point_failure(failed, 1.0) == (
+        "the server failed during the point (1 request(s) answered server_failed)"
+    )
 
 
 def test_job_module_refuses_bad_job_json():

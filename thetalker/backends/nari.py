@@ -13,7 +13,9 @@ as nari.md reads it in `nari-labs/nari-qwen3-tts @e8c5b2b`.
 - Errors: 422 for a schema violation (FastAPI's `detail`, naming the field) or a value it
   refuses; 429 above its admission cap or with its command queue full; 503 while not ready
   or when a request's PCM budget is exceeded; a failure after the headers is a chunked body
-  cut without its last chunk.
+  cut without its last chunk. A 503 `... not ready: service_failed` (or `service_stopped`)
+  comes from an engine that failed or stopped after it was ready: it never recovers, so it
+  is `server_failed` (and fails the point), not a start-up wait.
 - Agent mode: `WS /v1/audio/speech/ws` with subprotocol `nari.speech.v1`, one utterance per
   connection: `session.created`, `request.start` -> `request.configured`, numbered
   `input_text.append` -> `input_text.ack` (`response.started` at admission, binary PCM
@@ -155,7 +157,14 @@ BACKEND = Backend(
     sample_rate="wav_probe",
     errors=Errors(
         by_status={422: "rejected", 429: "overloaded", 503: "overloaded"},
-        by_message={503: (("not ready", "not_ready"),)},
+        # A failed or stopped engine first: its message also says "not ready".
+        by_message={
+            503: (
+                ("service_failed", "server_failed"),
+                ("service_stopped", "server_failed"),
+                ("not ready", "not_ready"),
+            )
+        },
     ),
     metrics_path=None,
     voice_upload=False,

@@ -12,12 +12,17 @@ Same `WsExchange` and the same stamping as vllm-omni's session (thetalker.client
 the text goes out at its pace on its own task, without waiting for acks (the pace is what
 is measured; the server does not require the wait), and the record is built afterwards by
 thetalker.client.ws_record.
+
+The server closes a connection past 1,024 appends (`too_many_input_events`, 1008): a text
+of more pieces goes as groups of consecutive pieces (`batch_pieces`), each sent when its
+last piece is due, so no word goes early and the cap holds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -32,13 +37,35 @@ from thetalker.client.websocket import (
     connect,
 )
 
-__all__ = ["SUBPROTOCOL", "run_nari_session"]
+__all__ = ["SUBPROTOCOL", "MAX_APPENDS", "batch_pieces", "run_nari_session"]
 
 SUBPROTOCOL = "nari.speech.v1"
+# Nari's per-request cap on `input_text.append` events (`.../config.py`, nari.md "Limits").
+MAX_APPENDS = 1024
+
+
+def batch_pieces(
+    pieces: Sequence[str], offsets: Sequence[float], cap: int = MAX_APPENDS
+) -> tuple[list[str], list[float]]:
+    """At most `cap` appends: past it, every `k = ceil(n / cap)` consecutive pieces go as
+    one, at the offset of the last of them (when an LLM would have given it)."""
+    n = len(pieces)
+    if n <= cap:
+        return list(pieces), list(offsets)
+    k = math.ceil(n / cap)
+    groups = range(0, n, k)
+    return (
+        ["".join(pieces[i : i + k]) for i in groups],
+        [offsets[min(i + k, n) - 1] for i in groups],
+    )
 
 
 def _append(sequence: int, piece: str) -> str:
-    return json.dumps({"type": "input_text.append", "sequence": sequence, "text": piece})
+    # UTF-8 as is: escaped, a non-ASCII text would take up to 6 bytes a character of the
+    # server's 65,536-byte message limit.
+    return json.dumps(
+        {"type": "input_text.append", "sequence": sequence, "text": piece}, ensure_ascii=False
+    )
 
 
 def _end(sequence: int) -> str:
@@ -70,9 +97,10 @@ async def run_nari_session(
     handshake is done (the sender counts the session in flight from there)."""
     ex.t_send = time.perf_counter()
     start_text = json.dumps(start)
+    pieces, offsets = batch_pieces(pieces, offsets)
     async with (
         agent_session(ex, timeout_s, "response.done", timeout_wins=False) as running,
-        connect(session, url, 0, (SUBPROTOCOL,)) as ws,
+        connect(session, url, (SUBPROTOCOL,)) as ws,
     ):
         ex.t_open = time.perf_counter()
         ex.status = 101

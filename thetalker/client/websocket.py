@@ -46,8 +46,9 @@ __all__ = [
 
 STREAM_PATH = "/v1/audio/speech/stream"
 _CLOSE_TIMEOUT_S = 2.0
-# The largest frame taken (a unit's whole file at 48 kHz is ~6 MB a minute); past it the
-# socket fails (recorded) instead of the client buffering whatever a server sends.
+# The largest frame taken on every agent socket (a unit's whole file at 48 kHz is ~6 MB a
+# minute); past it the socket fails (recorded) instead of the client buffering whatever a
+# server sends. `connect` applies it, so no socket can leave it out.
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 _INPUT_DONE = json.dumps({"type": "input.done"})
 _SESSION_CLOSE = json.dumps({"type": "session.close"})
@@ -178,8 +179,9 @@ async def _receive_frames(
         t = time.perf_counter()
         note_read(t)  # the record hand-off waits for a quiet moment
         if msg.type == binary:
-            times.append(t)
-            frames.append(msg.data)
+            if msg.data:  # a frame with no bytes is no audio (as an empty HTTP piece)
+                times.append(t)
+                frames.append(msg.data)
         elif msg.type == text:
             events.append((t, msg.data, len(frames)))
             if marker in msg.data or '"error"' in msg.data:
@@ -233,14 +235,13 @@ def _closed_message(
     return f"the server closed the socket before {done} (close code {code})"
 
 
-def connect(
-    session: aiohttp.ClientSession, url: str, max_msg_size: int, protocols: Sequence[str] = ()
-) -> Any:
-    """The socket of one agent session (pings answered, a bounded close)."""
+def connect(session: aiohttp.ClientSession, url: str, protocols: Sequence[str] = ()) -> Any:
+    """The socket of one agent session (pings answered, a bounded close, a message at most
+    `MAX_FRAME_BYTES`)."""
     return session.ws_connect(
         url,
         protocols=tuple(protocols),
-        max_msg_size=max_msg_size,
+        max_msg_size=MAX_FRAME_BYTES,
         autoping=True,
         timeout=aiohttp.ClientWSTimeout(ws_close=_CLOSE_TIMEOUT_S),
     )
@@ -298,7 +299,7 @@ async def run_session(
     config_text = json.dumps(config)
     async with (
         agent_session(ex, timeout_s, "session.done", timeout_wins=True) as running,
-        connect(session, url, MAX_FRAME_BYTES) as ws,
+        connect(session, url) as ws,
     ):
         ex.t_open = time.perf_counter()
         ex.status = 101

@@ -242,6 +242,7 @@ ERROR_TYPES = (
     "rejected",  # the request itself was refused (Nari's 422: a field or value it forbids)
     "overloaded",  # too busy (Nari's 429 capacity, 503 PCM budget; sglang-omni's full queue)
     "not_ready",  # the server is not ready to serve (Nari's 503 "service is not ready")
+    "server_failed",  # the server failed or stopped after it was ready (Nari's service_failed)
     "session_incomplete",  # `session.done` came before all the text sent was spoken
 )
 

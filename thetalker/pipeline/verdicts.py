@@ -37,7 +37,12 @@ __all__ = [
 
 
 def point_failure(summary: Mapping[str, Any], max_error_rate: float) -> str | None:
-    """Why the point's `summary.json` fails it, in one line, or None when it is acceptable."""
+    """Why the point's `summary.json` fails it, in one line, or None when it is acceptable.
+    A server that failed during the point fails it whatever `max_error_rate` allows: what
+    follows the failure measures a dead server, not the load."""
+    failed = (summary.get("errors_by_type") or {}).get("server_failed")
+    if failed:
+        return f"the server failed during the point ({failed} request(s) answered server_failed)"
     if not summary.get("n_ok"):
         return "no scored request succeeded"
     error_rate = summary.get("error_rate") or 0.0
