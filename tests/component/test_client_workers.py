@@ -29,7 +29,6 @@ from thetalker.client import (
     OptionsError,
     arun_benchmark,
     run_benchmark,
-    sinks,
     validate_options,
 )
 from thetalker.client.options import effective_workers
@@ -292,7 +291,6 @@ async def test_a_sigterm_to_the_writer_and_its_fork_server_costs_no_record(
     # What a SIGTERM to a bench job's process group does to the writer's side (the bench
     # process itself stops on it, tested in the workflow): neither the writer nor the fork
     # server that forked it may end with records still to write.
-    assert sinks.PROCESS_SINK_FROM == 1
     scripted_server.add_script("slow", Script(chunks=((0, 4800), (1.0, 4800))))
     opts = BenchOptions(
         base_url=scripted_server.base_url, requests=4, warmup=0, sample_rate=24000,

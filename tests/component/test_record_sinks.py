@@ -4,6 +4,7 @@ runs the same loop; a patch here cannot reach it.)"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.support.paths import REPO
@@ -88,11 +90,11 @@ def test_a_program_that_never_closes_its_writer_process_still_exits_with_its_rec
         "from pathlib import Path\n"
         "from thetalker.client.context import RunContext\n"
         "from thetalker.client.options import BenchOptions\n"
-        "from thetalker.client.sinks import ProcessSink\n"
+        "from thetalker.client.writer_process import RecordWriterProcess\n"
         "if __name__ == '__main__':\n"
         "    out = Path(sys.argv[1])\n"
         "    ctx = RunContext.for_run(BenchOptions(base_url='http://127.0.0.1:9'), out, 0.0)\n"
-        "    sink = ProcessSink(out / 'records.jsonl', ctx)\n"
+        "    sink = RecordWriterProcess(out / 'records.jsonl', ctx).start()\n"
         "    sink.put({'request_index': 0})\n"
     )
     done = _run_program(tmp_path, script)
@@ -111,10 +113,10 @@ def test_a_program_without_a_main_guard_is_told_so_at_once(tmp_path: Path):
         "from pathlib import Path\n"
         "from thetalker.client.context import RunContext\n"
         "from thetalker.client.options import BenchOptions\n"
-        "from thetalker.client.sinks import ProcessSink\n"
+        "from thetalker.client.writer_process import RecordWriterProcess\n"
         "out = Path(sys.argv[1])\n"
         "ctx = RunContext.for_run(BenchOptions(base_url='http://127.0.0.1:9'), out, 0.0)\n"
-        "sink = ProcessSink(out / 'records.jsonl', ctx)\n"
+        "sink = RecordWriterProcess(out / 'records.jsonl', ctx).start()\n"
         "sink.wait_ready()\n"
         "print('NOT REACHED')\n",
     )
@@ -136,11 +138,11 @@ def test_a_writer_killed_mid_run_stops_the_run_and_keeps_what_it_wrote(tmp_path:
         "from pathlib import Path\n"
         "from thetalker.client.context import RunContext\n"
         "from thetalker.client.options import BenchError, BenchOptions\n"
-        "from thetalker.client.sinks import ProcessSink\n"
+        "from thetalker.client.writer_process import RecordWriterProcess\n"
         "if __name__ == '__main__':\n"
         "    out = Path(sys.argv[1])\n"
         "    ctx = RunContext.for_run(BenchOptions(base_url='http://127.0.0.1:9'), out, 0.0)\n"
-        "    sink = ProcessSink(out / 'records.jsonl', ctx)\n"
+        "    sink = RecordWriterProcess(out / 'records.jsonl', ctx).start()\n"
         "    told = []\n"
         "    sink.on_failure = told.append\n"
         "    sink.wait_ready()\n"
@@ -182,11 +184,11 @@ def test_a_program_running_another_copy_of_thetalker_is_told_so(tmp_path: Path):
         "from pathlib import Path\n"
         "from thetalker.client.context import RunContext\n"
         "from thetalker.client.options import BenchOptions\n"
-        "from thetalker.client.sinks import ProcessSink\n"
+        "from thetalker.client.writer_process import RecordWriterProcess\n"
         "if __name__ == '__main__':\n"
         "    out = Path(sys.argv[1])\n"
         "    ctx = RunContext.for_run(BenchOptions(base_url='http://127.0.0.1:9'), out, 0.0)\n"
-        "    ProcessSink(out / 'records.jsonl', ctx).wait_ready()\n"
+        "    RecordWriterProcess(out / 'records.jsonl', ctx).start().wait_ready()\n"
         "    print('NOT REACHED')\n",
         repo_on_path=False,  # the installed thetalker (the README's `pip install -e`)
     )
@@ -194,5 +196,78 @@ def test_a_program_running_another_copy_of_thetalker_is_told_so(tmp_path: Path):
     assert "NOT REACHED" not in done.stdout
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("thetalker.client.options.BenchError: writing records failed:")
-    assert f"this process {copy / 'thetalker' / 'client' / 'sinks.py'}" in last
+    assert f"this process {copy / 'thetalker' / 'client' / 'writer_process.py'}" in last
     assert "PYTHONPATH" in last
+
+
+def _pipe_write_blocked(pid: int) -> bool:
+    """Whether a thread of `pid` sleeps in a pipe write (the kernel's wchan names it)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            if "pipe_write" in (task / "wchan").read_text():
+                return True
+    return False
+
+
+def test_a_sigkilled_parent_mid_message_leaves_no_writer_and_its_whole_records_written(
+    tmp_path: Path,
+):
+    # The parent SIGKILLed while an exchange is half way into the writer's pipe (a loaded run
+    # hands off large exchanges all the time): the writer must not wait for the rest of it
+    # for ever. A dead parent means "write what is whole, then end"; with the writer gone,
+    # its fork server and the resource tracker end too. Deterministic: the writer is stopped
+    # while the parent fills its pipe with one message too large for it, then the parent is
+    # killed and the writer let go.
+    program = tmp_path / "program.py"
+    program.write_text(
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from thetalker.client.context import RunContext\n"
+        "from thetalker.client.options import BenchOptions\n"
+        "from thetalker.client.sinks import open_sink\n"
+        "if __name__ == '__main__':\n"
+        "    out = Path(sys.argv[1])\n"
+        "    ctx = RunContext.for_run(BenchOptions(base_url='http://127.0.0.1:9'), out, 0.0)\n"
+        "    sink = open_sink(out / 'records.jsonl', ctx)\n"
+        "    sink.wait_ready()\n"
+        "    print('READY', flush=True)\n"
+        "    sys.stdin.readline()\n"
+        "    for i in range(3):\n"
+        "        sink.put({'request_index': i})\n"
+        "    sink.put({'request_index': 3, 'pad': 'x' * 4_000_000})\n"
+        "    print('PUT', flush=True)\n"
+        "    sys.stdin.readline()\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    parent = subprocess.Popen(
+        [sys.executable, str(program), str(tmp_path)], env=env, cwd=tmp_path,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert parent.stdin is not None and parent.stdout is not None
+    family: list[psutil.Process] = []
+    try:
+        assert parent.stdout.readline().strip() == "READY"
+        family = psutil.Process(parent.pid).children(recursive=True)
+        servers = [p for p in family if "forkserver" in " ".join(p.cmdline())]
+        writers = [c for s in servers for c in s.children()]
+        assert len(writers) == 1, [p.cmdline() for p in family]
+        writers[0].suspend()
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+        assert parent.stdout.readline().strip() == "PUT"
+        end = time.monotonic() + 30  # the parent's sending thread blocked on the full pipe
+        while not _pipe_write_blocked(parent.pid) and time.monotonic() < end:
+            time.sleep(0.01)
+        parent.kill()
+        parent.wait()
+        writers[0].resume()
+        _gone, alive = psutil.wait_procs(family, timeout=60)  # a hang, not a speed
+        assert alive == [], [p.cmdline() for p in alive]
+    finally:
+        parent.kill()
+        for proc in family:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+    lines = (tmp_path / "records.jsonl").read_text(encoding="utf-8").splitlines()
+    assert lines == [f'{{"request_index":{i}}}' for i in range(3)]  # the cut one is not

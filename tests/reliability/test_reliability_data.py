@@ -124,19 +124,17 @@ def tiny_tmpfs(where: Path, size: str = "64k") -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
-@pytest.mark.parametrize("loop", ["closed", "open"])  # writer thread (forced) / writer process
+@pytest.mark.parametrize("loop", ["closed", "open"])  # writer thread (workers) / writer process
 def test_a_full_disk_stops_the_point_at_once_naming_the_records_file(
-    scripted_server: ScriptedServer, tmp_path: Path, loop: str, monkeypatch: pytest.MonkeyPatch
+    scripted_server: ScriptedServer, tmp_path: Path, loop: str
 ):
-    if loop == "closed":
-        monkeypatch.setattr("thetalker.client.sinks.PROCESS_SINK_FROM", 10**9)
     # Each response 20 ms after its headers: 4 in flight send at most 200 requests a second,
     # as the open loop does, so the count below rests on the server's pace, not the CPU's (a
     # record reaches the writer up to HOLD_AT_MOST_S after its request ends).
     scripted_server.default = Script(chunks=((0.02, 4800),))
     with tiny_tmpfs(tmp_path / "disk") as disk:
         out = disk / "c4"
-        kw: dict[str, Any] = {"concurrency": 4}
+        kw: dict[str, Any] = {"concurrency": 4, "workers": 2}
         if loop == "open":
             kw = {"request_rate": 200.0}
         opts = _opts(scripted_server, requests=600, **kw)
@@ -156,8 +154,7 @@ def test_a_failed_write_mid_run_stops_the_point_without_root(
     scripted_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """The same without a tmpfs: the 11th write fails as a full disk does (ENOSPC), in the
-    writer thread (a patch here cannot reach the writer process)."""
-    monkeypatch.setattr("thetalker.client.sinks.PROCESS_SINK_FROM", 10**9)
+    writer thread of a run with workers (a patch here cannot reach the writer process)."""
     real = records_mod.append_record
     written = []
 
@@ -170,7 +167,7 @@ def test_a_failed_write_mid_run_stops_the_point_without_root(
     monkeypatch.setattr("thetalker.data.appender.append_record", failing)
     scripted_server.default = Script(chunks=((0.0, 4800), (0.02, 4800)))
     with pytest.raises(BenchError) as info:
-        run_benchmark(_opts(scripted_server, requests=300, concurrency=2),
+        run_benchmark(_opts(scripted_server, requests=300, concurrency=2, workers=2),
                       [Prompt("a", "hello")], tmp_path / "o")  # fmt: skip
     assert "writing records failed" in str(info.value)
     assert len(scripted_server.requests) < 100

@@ -11,8 +11,8 @@ reads delays the next timestamp: per piece of body it stamps `time.perf_counter(
 appends to three lists. Grouping pieces into the server's chunks (`end_of_http_chunk`),
 SSE decoding, WAV header checks, the figures of `thetalker.metrics`, saving audio and the
 JSONL write (fsynced in groups) all happen afterwards, in a record writer process forked
-from a server this process starts once (so it shares no GIL with the receive loop; below
-`PROCESS_SINK_FROM` streams, in a thread). A finished exchange reaches the writer at the
+from a server this process starts once (so it shares no GIL with the receive loop; with
+workers, each builds its records in a thread). A finished exchange reaches the writer at the
 receive loop's first quiet moment, at most half a second after its request ended (`handoff`):
 exchanges end in bursts, and handed off one by one at their ends the work fell where every
 other stream's chunks were being stamped.
@@ -32,7 +32,9 @@ Modules, one job each:
 - `decode`: server chunks, SSE events, the WAV header of a `wav` stream
 - `record`: one record from one exchange
 - `handoff`: when a finished exchange leaves the receive loop (its first quiet moment)
-- `sinks`: where records are built and written (a thread, or a process for many streams)
+- `sinks`: where records are built and written (the writer process, or a thread with workers)
+- `writer_process`: `RecordWriterProcess`, the record writer process and its messages
+- `writes`: one writer's records file and its first failure
 - `probe`: the server's sample rate
 - `schedule`: closed loop and open loop, for the in-process run and the workers alike
 - `sender`: the run's session and `send`

@@ -11,6 +11,7 @@ import contextlib
 import multiprocessing
 import queue
 import signal
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,11 +69,19 @@ def split_items(items: Sequence[Item], opts: BenchOptions, k: int) -> list[Share
     return shares
 
 
+# The GIL switch interval in a worker process (see _worker_main); set in no other process.
+WORKER_SWITCH_INTERVAL_S = 0.0002
+
+
 def _worker_main(plan: WorkerPlan, results: Any, go: Any, t_go: Any) -> None:
     """A worker process (spawned): run its share, send each record back to the parent."""
     # The parent stops the workers with SIGTERM, so their in-flight requests are recorded
     # as cancelled.
     watch = ParentWatch()
+    # This process's own records are built in a thread beside its receive loop (ThreadSink):
+    # a thread holding the GIL keeps it up to the switch interval (5 ms by default) after
+    # the loop asks for it, and a chunk's stamp would wait that long behind a record.
+    sys.setswitchinterval(WORKER_SWITCH_INTERVAL_S)
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(_worker_run(plan, watch, results, go, t_go))
