@@ -129,3 +129,44 @@ def test_a_mix_of_faults_in_one_run_is_recorded_and_sets_the_exit_status(
         "timeout": 1,
         "content_type": 1,
     }
+
+
+# --- memory bounded by the bytes of a response, not by the timeout --------------------------
+
+
+def test_a_response_past_the_byte_bound_fails_too_large_and_is_not_read_further(
+    scripted_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # A server streaming without end filled memory at the network's pace until the timeout
+    # (5.2 GB in 3 s). Every response is bounded (64 MiB; 100 kB here, the same code).
+    monkeypatch.setattr("thetalker.client.receive.MAX_RESPONSE_BYTES", 100_000)
+    scripted_server.add_script("flood", Script(chunks=((0, 48_000),) * 40))
+    prompts = _prompts(tmp_path / "p.jsonl", ["flood a", "fine b"])
+    out = tmp_path / "o"
+    code = main(["--base-url", scripted_server.base_url, "--texts-jsonl", str(prompts),
+                 "--requests", "2", "--warmup", "0", "--sample-rate", "24000",
+                 "--trust-sample-rate", "--max-error-rate", "1", "--speaker", "scripted",
+                 "--out-dir", str(out)])  # fmt: skip
+    assert code == 0
+    by_text = {r["text"]: r for r in read_records(out / "records.jsonl")}
+    flood = by_text["flood a"]
+    assert flood["ok"] is False and flood["error"]["type"] == "too_large"
+    assert "100000 bytes" in flood["error"]["message"]
+    assert sum(flood["chunk_bytes"]) <= 100_000 + 48_000  # the piece that passed it, no more
+    assert by_text["fine b"]["ok"] is True
+
+
+def test_a_probe_answer_past_the_byte_bound_stops_the_run_in_one_line(
+    scripted_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):  # fmt: skip
+    # The sample-rate probe read its whole answer (a 400 MB one cost 872 MB): bounded too.
+    monkeypatch.setattr("thetalker.client.receive.MAX_RESPONSE_BYTES", 100_000)
+    scripted_server.default = Script(chunks=((0, 48_000),) * 40)
+    prompts = _prompts(tmp_path / "p.jsonl", ["hello"])
+    code = main(["--base-url", scripted_server.base_url, "--texts-jsonl", str(prompts),
+                 "--requests", "1", "--warmup", "0", "--speaker", "scripted",
+                 "--out-dir", str(tmp_path / "o")])  # fmt: skip
+    assert code == 1  # the server's fault, as any failed probe
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "sample-rate request to" in err[-1] and "passed 100000 bytes" in err[-1]

@@ -12,7 +12,7 @@ import aiohttp
 from thetalker import backends
 from thetalker.api.speech import error_message, speech_url
 from thetalker.client.options import ProbeError, SampleRateError
-from thetalker.client.receive import _describe
+from thetalker.client.receive import ResponseTooLarge, _describe, read_at_most
 from thetalker.data.wavio import WavError, parse_wav_header
 from thetalker.util.http_get import redirect_note
 from thetalker.util.redact import redact_url
@@ -43,11 +43,11 @@ async def probe_sample_rate(
             session.post(url, json=probe, allow_redirects=False) as resp,
         ):
             _refuse_redirect(resp, shown)
-            data = await resp.read()
+            data = await read_at_most(resp)
             if resp.status >= 400:
                 message = error_message(data, resp.status, resp.content_type)
                 raise ProbeError(f"sample-rate request to {shown}: HTTP {resp.status}: {message}")
-    except (TimeoutError, aiohttp.ClientError) as exc:
+    except (TimeoutError, aiohttp.ClientError, ResponseTooLarge) as exc:
         raise _request_error(shown, timeout_s, exc) from None
     try:
         return parse_wav_header(data, source="sample-rate response").sample_rate
@@ -66,6 +66,8 @@ def _request_error(shown: str, timeout_s: float, exc: Exception) -> ProbeError:
     """The one-line error of a sample-rate request that timed out or failed to connect."""
     if isinstance(exc, TimeoutError):
         return ProbeError(f"sample-rate request to {shown}: no answer within {timeout_s:g} s")
+    if isinstance(exc, ResponseTooLarge):
+        return ProbeError(f"sample-rate request to {shown}: {exc}")
     return ProbeError(f"sample-rate request to {shown}: {_describe(exc)}")
 
 
@@ -90,8 +92,8 @@ async def _rate_from_header(
                 message = error_message(data, resp.status, resp.content_type)
                 raise ProbeError(f"sample-rate request to {url}: HTTP {resp.status}: {message}")
             stated = resp.headers.get(header)
-            await resp.read()
-    except (TimeoutError, aiohttp.ClientError) as exc:
+            await read_at_most(resp)
+    except (TimeoutError, aiohttp.ClientError, ResponseTooLarge) as exc:
         raise _request_error(url, timeout_s, exc) from None
     if stated is None or not stated.strip().isdigit() or int(stated) <= 0:
         why = f"the streamed response's {header} header is {stated!r}, not a rate in Hz"

@@ -23,6 +23,12 @@ from thetalker.data.prompts import Prompt
 from thetalker.util.http_get import redirect_note
 
 _ERROR_BODY_LIMIT = 64 * 1024
+# The most one response may bring (its audio, or a probe's): past it the request fails
+# (`too_large`) and the rest is not read. Without it a server streaming without end fills
+# memory at the network's pace until the timeout (5.2 GB in 3 s on loopback). The agent
+# socket's frame bound is the same figure (thetalker.client.websocket.MAX_FRAME_BYTES);
+# 64 MiB is ~23 minutes of 24 kHz 16-bit audio.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -67,6 +73,7 @@ async def _receive(
     `rate_header` names the response header stating the sample rate (sglang-omni's
     `X-Sample-Rate`), kept in `ex.rate_header`."""
     times, pieces, ends = ex.times, ex.pieces, ex.ends
+    room = MAX_RESPONSE_BYTES  # bytes this response may still bring
     ex.t_send = time.perf_counter()
     try:
         async with (
@@ -85,7 +92,8 @@ async def _receive(
             if resp.status >= 400 or not _is_stream_type(resp.content_type, sse):
                 ex.error_body = await resp.content.read(_ERROR_BODY_LIMIT)
                 return
-            # The hot loop: one clock read, three appends and the read noted per piece.
+            # The hot loop: one clock read, three appends, the read noted and its size
+            # counted per piece.
             async for data, end_of_chunk in resp.content.iter_chunks():
                 if data:
                     t = time.perf_counter()
@@ -93,6 +101,11 @@ async def _receive(
                     pieces.append(data)
                     ends.append(end_of_chunk)
                     note_read(t)  # the record hand-off waits for a quiet moment
+                    room -= len(data)
+                    if room < 0:
+                        ex.failure = ("too_large", too_large(MAX_RESPONSE_BYTES))
+                        resp.close()  # the connection goes: the rest is never read
+                        return
                 elif end_of_chunk and ends:
                     ends[-1] = True
     except TimeoutError:
@@ -104,6 +117,29 @@ async def _receive(
         ex.failure = (kind, _describe(exc))
     finally:
         ex.t_end = time.perf_counter()
+
+
+def too_large(limit: int) -> str:
+    """The message of a response cut at `limit` bytes."""
+    return f"the response passed {limit} bytes ({limit / 2**20:.3g} MiB); the rest was not read"
+
+
+class ResponseTooLarge(Exception):
+    """A body past `MAX_RESPONSE_BYTES`; the message is `too_large`'s."""
+
+
+async def read_at_most(resp: aiohttp.ClientResponse) -> bytes:
+    """A whole response body, or ResponseTooLarge past `MAX_RESPONSE_BYTES` (the connection
+    closed, the rest not read)."""
+    parts: list[bytes] = []
+    limit = room = MAX_RESPONSE_BYTES
+    async for data in resp.content.iter_any():
+        room -= len(data)
+        if room < 0:
+            resp.close()
+            raise ResponseTooLarge(too_large(limit))
+        parts.append(data)
+    return b"".join(parts)
 
 
 def _describe(exc: BaseException) -> str:

@@ -32,7 +32,7 @@ from thetalker.api.speech import normalize_base_url
 from thetalker.client.handoff import note_read
 from thetalker.client.options import BenchOptions
 from thetalker.client.pacing import load_trace, piece_offsets, text_pieces, words_per_s
-from thetalker.client.receive import _describe
+from thetalker.client.receive import MAX_RESPONSE_BYTES, _describe
 from thetalker.data.prompts import Prompt
 
 __all__ = [
@@ -48,8 +48,9 @@ STREAM_PATH = "/v1/audio/speech/stream"
 _CLOSE_TIMEOUT_S = 2.0
 # The largest frame taken on every agent socket (a unit's whole file at 48 kHz is ~6 MB a
 # minute); past it the socket fails (recorded) instead of the client buffering whatever a
-# server sends. `connect` applies it, so no socket can leave it out.
-MAX_FRAME_BYTES = 64 * 1024 * 1024
+# server sends. `connect` applies it, so no socket can leave it out. The same bound as an
+# HTTP response's.
+MAX_FRAME_BYTES = MAX_RESPONSE_BYTES
 _INPUT_DONE = json.dumps({"type": "input.done"})
 _SESSION_CLOSE = json.dumps({"type": "session.close"})
 

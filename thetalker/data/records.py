@@ -229,6 +229,7 @@ ERROR_TYPES = (
     "content_type",  # 200 with a non-audio body (e.g. JSON)
     "odd_bytes",  # a half sample left at the end of the stream
     "timeout",  # the per-request timeout expired
+    "too_large",  # the response passed 64 MiB (thetalker.client.receive.MAX_RESPONSE_BYTES)
     "sse_error",  # an SSE error event (`speech.audio.error`; sglang-omni's `error`)
     "empty",  # 200 with no audio at all
     "cancelled",  # the run stopped (Ctrl-C, server died) before this request finished
