@@ -269,13 +269,18 @@ def _check_service_level(config: Mapping[str, Any]) -> None:
 
 
 def _check_no_secrets(config: Mapping[str, Any]) -> None:
-    """A secret's value in env or extra_args would reach params and logs (thetalker.util.redact)."""
+    """A secret's value in env, extra_args or a command template would reach params and logs
+    (thetalker.util.redact)."""
+    from thetalker.backends.command import words
     from thetalker.util.redact import check_args, check_env_names
 
     try:
         for system, spec in config["systems"].items():
             check_env_names(spec.get("env") or {}, f"config field systems.{system}.env")
             check_args(spec.get("extra_args") or [], f"config field systems.{system}.extra_args")
+            template = spec.get("command")
+            if isinstance(template, str):
+                check_args(words(template), f"config field systems.{system}.command")
         for model, spec in config["models"].items():
             check_args(spec.get("extra_args") or [], f"config field models.{model}.extra_args")
     except ValueError as exc:
