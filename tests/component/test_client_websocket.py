@@ -307,6 +307,19 @@ def test_a_session_done_after_one_of_three_sentences_is_not_ok(tmp_path: Path) -
     assert "cover 18 of the 46 characters" in rec["error"]["message"]
 
 
+def test_a_done_event_before_all_the_text_was_sent_is_incomplete_whatever_the_server_says(
+    tmp_path: Path,
+) -> None:
+    # The server names no sentence and states the one it spoke as the total: only the text
+    # sent can say the session was cut short. Its done event came before the client sent
+    # the rest of the text (one word a second: seconds of text left), so it is not ok.
+    with start_ws_scripted_server() as server:
+        rec = one_record(tmp_path, agent_opts(server.base_url, voice="early", text_pace=1.0))
+    assert not rec["ok"]
+    assert rec["error"]["type"] == "session_incomplete"
+    assert "before all the text was sent" in rec["error"]["message"]
+
+
 def test_a_servers_nan_is_written_as_null_and_the_record_is_standard_json(tmp_path: Path) -> None:
     with start_ws_scripted_server() as server:
         rec = one_record(tmp_path, agent_opts(server.base_url, voice="nan"))

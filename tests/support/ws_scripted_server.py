@@ -13,7 +13,9 @@ frames of `frame_bytes` each `frame_gap_s` apart, and `audio.done`; `session.don
 - `close`: the socket closes after the first frame;
 - `refuse`: `error` "Invalid session config" and the socket closes (a refused config);
 - `short`: `session.done` (stating 1 sentence) after the first sentence, the rest unspoken;
-- `nan`: each `audio.done` carries `total_bytes: NaN` (non-standard JSON, as Python writes).
+- `nan`: each `audio.done` carries `total_bytes: NaN` (non-standard JSON, as Python writes);
+- `early`: at the first `input.text`, one sentence that names no text (no `sentence_text`)
+  and `session.done` stating 1 sentence, before the rest of the text comes.
 
 Every received message is logged with its `time.perf_counter()`.
 """
@@ -76,7 +78,9 @@ async def _session(request: web.Request) -> web.WebSocketResponse:
         if voice == "late" and sentence_index == 0 and first_text_at is not None:
             await asyncio.sleep(max(0.0, first_text_at + script.late_s - time.perf_counter()))
         start = {"type": "audio.start", "utterance_index": 0, "sentence_index": sentence_index}
-        start.update(sentence_text=text, format="pcm", sample_rate=24000)
+        start.update(format="pcm", sample_rate=24000)
+        if voice != "early":
+            start["sentence_text"] = text
         await ws.send_json(start)
         for _ in range(script.empty_frames):
             await ws.send_bytes(b"")
@@ -105,7 +109,7 @@ async def _session(request: web.Request) -> web.WebSocketResponse:
         done.update(total_bytes=float("nan") if voice == "nan" else sent, error=error)
         await ws.send_str(json.dumps(done))  # json.dumps writes NaN as the bare token
         sentence_index += 1
-        if voice == "short":
+        if voice in ("short", "early"):
             await ws.send_json({"type": "session.done", "utterance_index": 0, "total_sentences": 1})
             return False
         return True
@@ -126,6 +130,9 @@ async def _session(request: web.Request) -> web.WebSocketResponse:
             if first_text_at is None:
                 first_text_at = time.perf_counter()
             buffer += data.get("text", "")
+            if (config or {}).get("voice") == "early":
+                await speak(buffer)
+                return ws
             *complete, buffer = _SENTENCE_END.split(buffer)
             for sentence in complete:
                 if not await speak(sentence.strip()):

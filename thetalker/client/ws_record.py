@@ -143,6 +143,13 @@ def _failure(
         short = missing_output(events, ex.prompt.text)
         if short is not None:
             return ("session_incomplete", f"session.done before all the text was spoken: {short}")
+        if ex.t_input_done is None:  # whatever the server says: it cannot have spoken it all
+            sent = len("".join(ex.text_pieces))
+            return (
+                "session_incomplete",
+                f"{agent.done} came before all the text was sent ({sent} of "
+                f"{len(ex.prompt.text)} characters, the end of input not yet)",
+            )
     return failure
 
 
