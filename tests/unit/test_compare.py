@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 from pathlib import Path
 
@@ -33,7 +34,8 @@ def write_point(
     with (folder / "records.jsonl").open("w", encoding="utf-8") as fh:
         for record in records:
             append_record(fh, record)
-    facts = {"concurrency": c, "request_rate": None, "sample_rate": 24000}
+    rate = records[0]["sample_rate"] if records else 24000  # as the client writes it
+    facts = {"concurrency": c, "request_rate": None, "sample_rate": rate}
     facts["options"] = {"model": model, "protocol": "http"}
     write_json(folder / "summary.json", {**facts, **summary})
     write_json(run / "search.json", {"version": 1, "system": system, "model": model, "points": []})
@@ -52,15 +54,29 @@ BASE_AUDIO = [2.0 + 0.1 * (i % 5) for i in range(20)]
 BASE_TTFA = [0.10 + 0.01 * (i % 7) for i in range(20)]
 
 
+def write_rounds(
+    root: Path,
+    c: int,
+    audio: list[float],
+    ttfa: list[float],
+    drifts: tuple[float, ...] = (1.0, 1.02),
+) -> None:
+    """One point in rounds (a change is judged against the noise between them), each round's
+    audio scaled by its drift."""
+    for k, drift in enumerate(drifts, start=1):
+        write_point(root, "s", "m", c, _run([x * drift for x in audio], ttfa), round_=k)
+
+
 @pytest.fixture
 def folders(tmp_path: Path) -> tuple[Path, Path]:
-    """A: base. B: m/c2 twice as fast with TTFA unchanged; m/c1 the same; B lacks m/c4."""
+    """A: base. B: m/c2 twice as fast with TTFA unchanged; m/c1 the same; B lacks m/c4. Two
+    rounds a side."""
     a, b = tmp_path / "a", tmp_path / "b"
-    write_point(a, "s", "m", 1, _run(BASE_AUDIO, BASE_TTFA))
-    write_point(b, "s", "m", 1, _run(BASE_AUDIO, BASE_TTFA))
-    write_point(a, "s", "m", 2, _run(BASE_AUDIO, BASE_TTFA))
-    write_point(b, "s", "m", 2, _run([2 * x for x in BASE_AUDIO], BASE_TTFA))
-    write_point(a, "s", "m", 4, _run(BASE_AUDIO, BASE_TTFA))
+    write_rounds(a, 1, BASE_AUDIO, BASE_TTFA)
+    write_rounds(b, 1, BASE_AUDIO, BASE_TTFA)
+    write_rounds(a, 2, BASE_AUDIO, BASE_TTFA)
+    write_rounds(b, 2, [2 * x for x in BASE_AUDIO], BASE_TTFA)
+    write_rounds(a, 4, BASE_AUDIO, BASE_TTFA)
     return a, b
 
 
@@ -87,21 +103,50 @@ def test_a_doubled_rtfx_is_distinguishable_and_no_change_is_not(folders):
     assert not faster["ttfa_s_p90_change"].excludes(0.0)
 
 
-def test_the_change_is_the_metrics_bootstrap_of_the_two_runs(folders):
-    rows, _, _, _ = compare.compare_folders(*folders)
-    a = _run(BASE_AUDIO, BASE_TTFA)
-    b = _run([2 * x for x in BASE_AUDIO], BASE_TTFA)
-    assert rows[1]["rtfx_ratio"] == metrics.rtfx_change_bootstrap(b, a, ratio=True)
-    assert rows[1]["continuity_pct_change"] == metrics.continuity_change_bootstrap(b, a)
+def test_one_round_a_side_prints_the_bootstrap_but_names_no_change(tmp_path):
+    # One round a side: a bootstrap over each run's requests knows nothing of the noise
+    # between two runs, so even B at twice A's RTFx is not called a change.
+    a, b = tmp_path / "a", tmp_path / "b"
+    base, faster = _run(BASE_AUDIO, BASE_TTFA), _run([2 * x for x in BASE_AUDIO], BASE_TTFA)
+    write_point(a, "s", "m", 2, base)
+    write_point(b, "s", "m", 2, faster)
+    (row,), _, _, _ = compare.compare_folders(a, b)
+    assert row["rtfx_ratio"] == metrics.rtfx_change_bootstrap(faster, base, ratio=True)
+    assert row["continuity_pct_change"] == metrics.continuity_change_bootstrap(faster, base)
+    assert row["rtfx_ratio"].low > 1.0  # the requests alone would say so
+    assert compare.distinguishable(row) == []
+    assert "not judged: 1 round(s) in A, 1 in B" in compare.format_changes([row])
+    assert compare.csv_rows([row])[0]["not_judged"].startswith("not judged")
+
+
+def test_a_summary_that_contradicts_its_records_is_refused_naming_both(tmp_path):
+    # The records say what was measured; a summary.json saying otherwise is not trusted.
+    a = tmp_path / "a"
+    records = _run(BASE_AUDIO, BASE_TTFA)
+    path = write_point(a, "s", "m", 2, records)  # its summary says 22050, as they do
+    rewritten = [{**r, "sample_rate": 16000} for r in records]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rewritten), encoding="utf-8")
+    with pytest.raises(compare.CompareError) as info:
+        compare.compare_folders(a, a)
+    message = str(info.value)
+    assert str(path.with_name("summary.json")) in message
+    assert "sample_rate 22050, but its records records.jsonl were measured at 16000" in message
+    mixed = tmp_path / "mixed"
+    records = _run(BASE_AUDIO, BASE_TTFA)
+    records[3] = {**records[3], "sample_rate": 16000}
+    write_point(mixed, "s", "m", 2, records)
+    with pytest.raises(compare.CompareError, match="mix sample_rate values"):
+        compare.compare_folders(mixed, mixed)
 
 
 def test_slower_first_audio_and_lost_continuity_are_caught(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    write_point(a, "s", "m", 8, _run(BASE_AUDIO, BASE_TTFA))
     worse = _run(BASE_AUDIO, [t + 0.2 for t in BASE_TTFA])
     for r in worse[:12]:
         r["continuity_ok"] = False
-    write_point(b, "s", "m", 8, worse)
+    for k in (1, 2):
+        write_point(a, "s", "m", 8, _run(BASE_AUDIO, BASE_TTFA), round_=k)
+        write_point(b, "s", "m", 8, worse, round_=k)
     (row,), _, _, _ = compare.compare_folders(a, b)
     assert row["ttfa_s_p50_change"].value == pytest.approx(0.2)
     assert row["continuity_pct_change"].value == pytest.approx(-60.0)
@@ -197,7 +242,7 @@ def test_records_without_a_run_manifest_or_summary_are_not_a_run(tmp_path):
 @pytest.mark.parametrize(
     ("over", "named"),
     [
-        ({"sample_rate": 16000}, "sample rate (24000 vs 16000)"),
+        ({"sample_rate": 16000}, "sample rate (22050 vs 16000)"),
         ({"options": {"model": "other", "protocol": "http"}}, "model (m vs other)"),
         ({"concurrency": 3}, "load (2 streams vs 3 streams)"),
     ],
@@ -207,7 +252,10 @@ def test_points_that_measured_different_things_are_named_not_compared(
 ):
     a, b = tmp_path / "a", tmp_path / "b"
     write_point(a, "s", "m", 2, _run(BASE_AUDIO, BASE_TTFA))
-    write_point(b, "s", "m", 2, _run(BASE_AUDIO, BASE_TTFA), **over)
+    records = _run(BASE_AUDIO, BASE_TTFA)
+    if "sample_rate" in over:  # what the records say, and their summary with them
+        records = [{**r, "sample_rate": over["sample_rate"]} for r in records]
+    write_point(b, "s", "m", 2, records, **over)
     rows, _, _, unlike = compare.compare_folders(a, b)
     assert rows == [] and len(unlike) == 1 and named in unlike[0]
     assert compare_cli.main([str(a), str(b)]) == 1

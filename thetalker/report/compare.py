@@ -13,6 +13,14 @@ continuity under the player model max_deficit_0.1s (vllm-omni's, the same on bot
 thetalker.metrics.players) as B - A in percentage points, each with its 95% interval, and
 names the changes whose interval excludes "no change" (1 for the ratio, 0 for a difference).
 
+A change is judged against the noise between runs, which only rounds measure: with fewer than
+2 rounds on either side (`repeats`), the intervals are printed but no change is named ("not
+judged"). Two runs of the same code differ by more than a bootstrap over one run's requests
+allows (the server's state, the machine's load), so a single round per side would call that
+noise a change. And the facts that must agree are read from the records where the records
+hold them (sample rate, protocol, prompt set): a `summary.json` that contradicts its own
+records is refused, naming both.
+
 The two runs are independent (different sessions, maybe different servers), so nothing is
 paired: RTFx compares the rounds' RTFx by Welch's t when both ran N > 1 rounds, else a
 bootstrap over each run's requests with each run's window kept; the TTFA percentiles and
@@ -42,6 +50,7 @@ __all__ = [
     "compare_point",
     "compare_folders",
     "distinguishable",
+    "not_judged",
     "format_changes",
     "csv_rows",
 ]
@@ -58,6 +67,8 @@ FIGURES = (
     # Continuity under one named player model on both sides (thetalker.metrics.players).
     ("continuity max_deficit_0.1s B-A (pp)", "continuity_pct_change", 0.0, 1),
 )
+# Rounds a side needs before a change is named: the run-to-run noise is measured by them.
+MIN_ROUNDS = 2
 
 
 class CompareError(ValueError):
@@ -138,19 +149,41 @@ def point_facts(files: Sequence[Path], rounds: Sequence[Sequence[Mapping[str, An
     sent, the protocol, and the prompt set (the texts of the scored requests)."""
     facts: dict[str, Any] = {}
     for path, records in zip(files, rounds, strict=True):
-        summary = read_json(path.with_name("summary.json"))
+        summary_path = path.with_name("summary.json")
+        summary = read_json(summary_path)
         options = summary.get("options") or {}
+        scored = [r for r in records if not r["warmup"]]
         one = {
             "load": (summary.get("concurrency"), summary.get("request_rate")),
-            "sample rate": summary.get("sample_rate"),
+            "sample rate": _records_say(scored, "sample_rate", summary.get("sample_rate"), path),
             "model": options.get("model"),
-            "protocol": options.get("protocol", "http"),
-            "prompt set": frozenset(r["text"] for r in records if not r["warmup"]),
+            "protocol": _records_say(scored, "protocol", options.get("protocol", "http"), path),
+            "prompt set": frozenset(r["text"] for r in scored),
         }
+        if one["sample rate"] != summary.get("sample_rate"):
+            raise CompareError(
+                f"{summary_path}: sample_rate {summary.get('sample_rate')}, but its records "
+                f"{path.name} were measured at {one['sample rate']} Hz"
+            )
+        if one["protocol"] != options.get("protocol", "http"):
+            raise CompareError(
+                f"{summary_path}: protocol {options.get('protocol', 'http')}, but its records "
+                f"{path.name} are {one['protocol']}"
+            )
         if facts and one != facts:
             raise CompareError(f"{path}: its rounds differ in {_differs(facts, one)[0]}")
         facts = one
     return facts
+
+
+def _records_say(records: Sequence[Mapping[str, Any]], field: str, default: Any, path: Path) -> Any:
+    """The one value the scored records hold for `field` (`default` with none scored);
+    records that hold several are refused."""
+    values = {r.get(field, "http" if field == "protocol" else None) for r in records}
+    if len(values) > 1:
+        shown = ", ".join(sorted(map(str, values)))
+        raise CompareError(f"{path}: its records mix {field} values ({shown})")
+    return values.pop() if values else default
 
 
 def _differs(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
@@ -258,8 +291,20 @@ def _cell(ci: Interval, digits: int, style: str = "plain") -> str:
     return f"{value} [{ci.low:.{digits}f}, {ci.high:.{digits}f}]"
 
 
+def not_judged(row: Mapping[str, Any]) -> str | None:
+    """Why no change of the row is named (too few rounds to measure run-to-run noise), or None."""
+    if min(row["rounds_a"], row["rounds_b"]) >= MIN_ROUNDS:
+        return None
+    return (
+        f"not judged: {row['rounds_a']} round(s) in A, {row['rounds_b']} in B; run-to-run "
+        f"noise needs {MIN_ROUNDS}+ a side (repeats)"
+    )
+
+
 def distinguishable(row: Mapping[str, Any]) -> list[str]:
-    """The names of the changes whose interval excludes no change."""
+    """The names of the changes whose interval excludes no change; none when not judged."""
+    if not_judged(row) is not None:
+        return []
     return [name for name, key, null, _ in FIGURES if row[key].excludes(null)]
 
 
@@ -284,7 +329,7 @@ def format_changes(rows: Sequence[Mapping[str, Any]]) -> str:
             row["point"],
             *rtfx,
             *changes,
-            ", ".join(named) or "none",
+            not_judged(row) or ", ".join(named) or "none",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -306,5 +351,6 @@ def csv_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             elif key not in flat:
                 flat[key] = value
         flat["distinguishable"] = ";".join(distinguishable(row))
+        flat["not_judged"] = not_judged(row) or ""
         out.append(flat)
     return out
