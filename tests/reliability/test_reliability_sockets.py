@@ -132,6 +132,32 @@ async def test_connections_past_the_cap_get_a_logged_503_and_health_answers(
         await ws.close()
 
 
+async def test_a_burst_past_the_cap_is_served_up_to_the_cap_not_refused_whole(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    # Six connections opened at once against a cap of 3, then a request on each: the first
+    # three requests are served, the other three refused. Judged by the count open, every
+    # one of them saw six connections and the burst was refused whole.
+    client = await serve(aiohttp_client, tmp_path, max_connections=3)
+    conns = [await asyncio.open_connection("127.0.0.1", client.port) for _ in range(6)]
+    for _ in range(300):  # all six accepted before any request (bounded)
+        if len(client.server.runner.server.connections) == 6:
+            break
+        await asyncio.sleep(0.02)
+    statuses = []
+    try:
+        for _reader, writer in conns:
+            writer.write(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+            await writer.drain()
+        for reader, _writer in conns:
+            line = await asyncio.wait_for(reader.readline(), 30)
+            statuses.append(int(line.split()[1]))
+    finally:
+        for _reader, writer in conns:
+            writer.close()
+    assert sorted(statuses) == [200, 200, 200, 503, 503, 503]
+
+
 def test_the_agent_client_refuses_a_frame_past_its_bound(tmp_path: Path, monkeypatch) -> None:
     # The client bounds a frame (MAX_FRAME_BYTES) instead of buffering whatever comes.
     monkeypatch.setattr(client_ws, "MAX_FRAME_BYTES", 1 << 20)

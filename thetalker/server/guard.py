@@ -5,8 +5,8 @@
   (`body_timeout_s`), or leave a write unread (`write_timeout_s`). aiohttp has no header
   timeout, so `guard_connections` sweeps the server's connections once a second and closes the
   ones idle too long; body and write timeouts are applied where the handlers read and write.
-- `shed_load_middleware`: past the connection cap (`connection_cap`), a logged 503 and a
-  close instead of a server that runs out of descriptors and falls silent.
+- `shed_load_middleware`: the first `connection_cap` connections served, each later one a
+  logged 503 and a close instead of a server that runs out of descriptors and falls silent.
 - `api_key_middleware`: with a key set, `/v1/*` answers 401 without `Authorization: Bearer
   <key>`; `/health` and the rest stay open (as vllm's `--api-key`).
 - `quiet_bad_requests`: a malformed request (bad HTTP, a client gone) logs one warning line,
@@ -74,18 +74,31 @@ def connection_cap(limits: ServerLimits) -> int:
 
 
 def shed_load_middleware(cap: int) -> Callable[..., Awaitable[web.StreamResponse]]:
-    """Past `cap` open connections, answer 503 and close (WebSocket upgrades included), and
-    log it (at most once in 10 s, with the count shed); /health is always answered."""
+    """Serve at most `cap` connections, admitted in the order their first request came; a
+    request on any other answers 503 and closes (WebSocket upgrades included), logged at
+    most once in 10 s with the count shed; /health is always answered.
+
+    Admitted in order, not judged by the count open: a burst of more than `cap` connections
+    opened at once would otherwise find every request over the cap and be refused whole."""
     shed = {"n": 0, "logged_at": -1e9}
+    served: set[Any] = set()  # the admitted connections (aiohttp's protocol objects)
 
     @web.middleware
     async def shed_load(
         request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        manager = getattr(request.protocol, "_manager", None)  # aiohttp's web.Server
-        open_now = len(getattr(manager, "connections", ()))
-        if open_now <= cap or request.path == "/health":
+        conn = request.protocol
+        if conn in served or request.path == "/health":
             return await handler(request)
+        manager = getattr(conn, "_manager", None)  # aiohttp's web.Server
+        open_conns = getattr(manager, "connections", ())
+        if len(served) >= cap:  # the admitted ones that closed make room
+            still_open = set(open_conns)
+            served.intersection_update(still_open)
+        if len(served) < cap:
+            served.add(conn)
+            return await handler(request)
+        open_now = len(open_conns)
         shed["n"] += 1
         now = time.monotonic()
         if now - shed["logged_at"] >= 10.0:
