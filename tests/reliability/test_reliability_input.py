@@ -81,6 +81,8 @@ BAD_DEPLOY = {  # deploy/<name>.yaml
     "a-list": b"- workers\n- 2\n",
     "not-utf8": b"workers: 1\n# caf\xe9\n",
     "nan": b"synthesis:\n  length_scale: .nan\n",
+    # Valid YAML past MAX_YAML_BYTES (256 KiB): a 52 MB one made a dry run take 42 s.
+    "huge": b"workers: 1\n" + b"# padding\n" * 30_000,
 }
 
 
@@ -131,6 +133,7 @@ CASES = [
     ("deploy-not-utf8", _set("models.piper-joe.deploy", "not-utf8"), "not-utf8.yaml:2", "UTF-8"),
     ("deploy-nan", _set("models.piper-joe.deploy", "nan"), "nan.yaml", "length_scale"),
     ("deploy-alias-bomb", _set("models.piper-joe.deploy", "bomb"), "bomb.yaml", "alias bomb"),
+    ("deploy-huge", _set("models.piper-joe.deploy", "huge"), "huge.yaml", "more than 262144"),
     ("local-clone", _cloning, "models.piper-joe.voice.clone", "cannot clone"),
     ("duplicate-request-keys", _set("requests", {1: 2, "01": 5}), "requests", "concurrency 1"),
     ("nan-timeout", _set("request_timeout_s", float("nan")), "request_timeout_s", "nan"),
