@@ -9,6 +9,7 @@ against the schedule with a tolerance (tests/support/causal.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import signal
 import subprocess
@@ -314,3 +315,51 @@ async def test_a_sigterm_to_the_writer_and_its_fork_server_costs_no_record(
     assert summary["n_ok"] == 4 and summary["complete"] is True
     records = read_records(tmp_path / "records.jsonl")
     assert sorted(r["sample_id"] for r in records) == ["a", "b", "c", "d"]
+
+
+def _pipe_write_blocked(pid: int) -> bool:
+    """Whether a thread of `pid` sleeps in a pipe write (the kernel's wchan names it)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            if "pipe_write" in (task / "wchan").read_text():
+                return True
+    return False
+
+
+def test_workers_of_a_sigkilled_parent_end_though_their_results_pipe_is_full(
+    scripted_server: ScriptedServer, tmp_path: Path
+):
+    # A child never waits on its parent without a deadline. A worker's records go to the
+    # parent through a multiprocessing queue whose feeder thread is joined at the worker's
+    # exit: with the parent SIGKILLed and the pipe full, that join would wait for ever. The
+    # parent is stopped until a worker's feeder blocks on the full pipe, then killed.
+    scripted_server.default = Script(chunks=((0, 4800),))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"sample_id": "a", "text": "hello"}\n', encoding="utf-8")
+    cmd = [sys.executable, "-m", "thetalker.cli.bench", "--base-url", scripted_server.base_url,
+           "--texts-jsonl", str(prompts), "--requests", "100000", "--warmup", "0",
+           "--concurrency", "4", "--workers", "2", "--sample-rate", "24000",
+           "--trust-sample-rate", "--speaker", "scripted",
+           "--out-dir", str(tmp_path / "o")]  # fmt: skip
+    parent = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.DEVNULL)
+    family: list[psutil.Process] = []
+    try:
+        end = time.monotonic() + 60
+        while len(scripted_server.requests) < 50 and time.monotonic() < end:
+            time.sleep(0.05)  # the workers run (bounded)
+        family = psutil.Process(parent.pid).children(recursive=True)
+        workers = [p for p in family if "spawn_main" in " ".join(p.cmdline())]
+        assert len(workers) == 2, [p.cmdline() for p in family]
+        psutil.Process(parent.pid).suspend()
+        end = time.monotonic() + 60  # records pile up until a worker's feeder blocks
+        while not any(_pipe_write_blocked(w.pid) for w in workers) and time.monotonic() < end:
+            time.sleep(0.05)
+        parent.kill()
+        parent.wait()
+        _gone, alive = psutil.wait_procs(family, timeout=60)  # a hang, not a speed
+        assert alive == [], [p.cmdline() for p in alive]
+    finally:
+        parent.kill()
+        for proc in family:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()

@@ -12,6 +12,7 @@ import multiprocessing
 import queue
 import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -71,6 +72,8 @@ def split_items(items: Sequence[Item], opts: BenchOptions, k: int) -> list[Share
 
 # The GIL switch interval in a worker process (see _worker_main); set in no other process.
 WORKER_SWITCH_INTERVAL_S = 0.0002
+# A worker looks for its parent at least this often while its records wait to be written.
+PARENT_CHECK_S = 0.5
 
 
 def _worker_main(plan: WorkerPlan, results: Any, go: Any, t_go: Any) -> None:
@@ -91,6 +94,23 @@ def _worker_main(plan: WorkerPlan, results: Any, go: Any, t_go: Any) -> None:
         results.put(("error", plan.worker_id, _describe(exc)))
     finally:
         results.put(("done", plan.worker_id, None))
+        _flush_while_parent_lives(results, watch)
+
+
+def _flush_while_parent_lives(results: Any, watch: ParentWatch) -> None:
+    """Wait for the queue's feeder to write what it holds to the parent, but only while the
+    parent lives. multiprocessing joins the feeder at exit with no deadline, and the pipe
+    of a parent killed outright is read by no one: a full one would keep this worker (and
+    the resource tracker) running for ever. A child never waits on its parent without a
+    deadline; a dead parent means "end"."""
+    results.close()
+    flushed = threading.Thread(target=results.join_thread, name="thetalker-flush", daemon=True)
+    flushed.start()
+    while flushed.is_alive():
+        flushed.join(PARENT_CHECK_S)
+        if flushed.is_alive() and not watch.parent_alive():
+            results.cancel_join_thread()  # no join at exit: what it held had no reader
+            return
 
 
 async def _worker_run(
