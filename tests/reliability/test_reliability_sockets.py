@@ -158,6 +158,21 @@ async def test_a_burst_past_the_cap_is_served_up_to_the_cap_not_refused_whole(
     assert sorted(statuses) == [200, 200, 200, 503, 503, 503]
 
 
+def test_an_agent_session_past_the_byte_bound_fails_too_large(tmp_path: Path, monkeypatch) -> None:
+    # Frames each under the frame bound still add up: a session is bounded as a whole, as an
+    # HTTP response is (64 MiB; 100 kB here, the same code).
+    monkeypatch.setattr(client_ws, "MAX_SESSION_BYTES", 100_000)
+    with start_ws_scripted_server(WsScript(frames=10, frame_bytes=48_000)) as server:
+        opts = BenchOptions(
+            base_url=server.base_url, protocol="websocket", speaker="ok", sample_rate=24000,
+            requests=1, warmup=0, text_pace=200.0, timeout_s=20.0,
+        )  # fmt: skip
+        run_benchmark(opts, [Prompt("s1", "One sentence.")], tmp_path)
+    (rec,) = read_records(tmp_path / "records.jsonl")
+    assert not rec["ok"] and rec["error"]["type"] == "too_large"
+    assert sum(rec["chunk_bytes"]) <= 100_000
+
+
 def test_the_agent_client_refuses_a_frame_past_its_bound(tmp_path: Path, monkeypatch) -> None:
     # The client bounds a frame (MAX_FRAME_BYTES) instead of buffering whatever comes.
     monkeypatch.setattr(client_ws, "MAX_FRAME_BYTES", 1 << 20)

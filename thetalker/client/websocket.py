@@ -32,7 +32,7 @@ from thetalker.api.speech import normalize_base_url
 from thetalker.client.handoff import note_read
 from thetalker.client.options import BenchOptions
 from thetalker.client.pacing import load_trace, piece_offsets, text_pieces, words_per_s
-from thetalker.client.receive import MAX_RESPONSE_BYTES, _describe
+from thetalker.client.receive import MAX_RESPONSE_BYTES, _describe, too_large
 from thetalker.data.prompts import Prompt
 
 __all__ = [
@@ -51,6 +51,9 @@ _CLOSE_TIMEOUT_S = 2.0
 # server sends. `connect` applies it, so no socket can leave it out. The same bound as an
 # HTTP response's.
 MAX_FRAME_BYTES = MAX_RESPONSE_BYTES
+# And the most a whole session brings (frames and events): many frames each under the frame
+# bound would otherwise fill memory until the timeout. Past it: `too_large`, as over HTTP.
+MAX_SESSION_BYTES = MAX_RESPONSE_BYTES
 _INPUT_DONE = json.dumps({"type": "input.done"})
 _SESSION_CLOSE = json.dumps({"type": "session.close"})
 
@@ -175,10 +178,16 @@ async def _receive_frames(
     times, frames, events = ex.times, ex.pieces, ex.events
     binary, text = aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT
     marker = f'"{done}"'
+    room = MAX_SESSION_BYTES  # bytes the session may still bring
     while True:
         msg = await ws.receive()
         t = time.perf_counter()
         note_read(t)  # the record hand-off waits for a quiet moment
+        if msg.type in (binary, text):
+            room -= len(msg.data)
+            if room < 0:
+                ex.failure = ("too_large", too_large(MAX_SESSION_BYTES))
+                return  # the socket closes with the session
         if msg.type == binary:
             if msg.data:  # a frame with no bytes is no audio (as an empty HTTP piece)
                 times.append(t)
