@@ -18,6 +18,8 @@ from pathlib import Path
 __all__ = [
     "pid_alive",
     "cmdline",
+    "parent_pid",
+    "outermost",
     "processes_in",
     "kill_pids",
     "session_pids",
@@ -50,6 +52,25 @@ def cmdline(pid: int) -> str:
         return (_PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def parent_pid(pid: int) -> int | None:
+    """The parent's PID from /proc/PID/stat, None when the process is gone."""
+    try:
+        return int((_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[-1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def outermost(pids: list[int]) -> list[int]:
+    """Those of `pids` whose parent is not among them (PIDs gone by now dropped).
+
+    A process's child between its fork and its exec (every `subprocess.run`, e.g. a bench
+    job's sampler calling nvidia-smi every half second) still shows the parent's command line
+    and working directory: a match by command line finds both for that moment. The program
+    itself is the match whose parent is not one."""
+    among = set(pids)
+    return [pid for pid in pids if (parent := parent_pid(pid)) is not None and parent not in among]
 
 
 def processes_in(directory: Path) -> list[int]:
