@@ -310,3 +310,41 @@ def test_a_run_with_an_onset_flag_records_its_rule(
         "abs-30dBFS/20ms/10ms/2"
     }
     assert read_json(out / "summary.json")["audible_onset"]["threshold_dbfs"] == -30.0
+
+
+@pytest.mark.parametrize(
+    ("streamed", "said"),
+    [
+        (
+            Script(mode="http_error", status=400, message="sse is not supported for this model"),
+            "HTTP 400: sse is not supported for this model",
+        ),
+        (
+            Script(mode="json_200", message="whole"),
+            "HTTP 200 application/json, not the text/event-stream (stream_format sse)",
+        ),
+    ],
+)
+def test_a_stream_the_server_refuses_stops_the_run_before_its_warmup(
+    scripted_server: ScriptedServer,
+    prompts_file: Path,
+    tmp_path: Path,
+    capsys,
+    streamed: Script,
+    said: str,
+):
+    """Issue 36: the sample-rate probe (not streamed) passes, but the server refuses every
+    SSE request (a 4xx, or an answer that is not the stream asked for). The streamed request
+    sent once before the warmup stops the run: one line with the server's reason, exit 2,
+    no records, nothing more sent."""
+    scripted_server.script_for = lambda body: streamed if body.get("stream") else None
+    out = tmp_path / "o"
+    argv = ["--port", str(scripted_server.port), "--texts-jsonl", str(prompts_file),
+            "--requests", "3", "--warmup", "2", "--speaker", "scripted",
+            "--stream-format", "sse", "--out-dir", str(out)]  # fmt: skip
+    assert main(argv) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("thetalker-bench: error: streamed request to http://127.0.0.1:")
+    assert said in line
+    assert [r.body.get("stream") for r in scripted_server.requests] == [None, True]
+    assert not (out / "records.jsonl").exists() and not (out / "summary.json").exists()

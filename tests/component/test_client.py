@@ -24,6 +24,7 @@ from thetalker import metrics
 from thetalker.client import (
     BenchOptions,
     OptionsError,
+    RequestRefusedError,
     SampleRateError,
     arun_benchmark,
     build_request_body,
@@ -388,10 +389,12 @@ async def test_cancel_keeps_finished_records_and_marks_in_flight(
     assert summary["complete"] is False and summary["n_scored"] == 3
 
 
-async def test_an_audio_body_where_sse_was_asked_is_described_not_pasted(tmp_path: Path):
+async def test_an_audio_body_where_sse_was_asked_stops_the_run_described_not_pasted(
+    tmp_path: Path,
+):
     # vllm-omni 0.30.0 serves OmniVoice on its diffusion path: one plain audio/pcm body,
-    # whatever stream_format says. Asked for SSE, each request is a content_type failure
-    # whose message names the body's type and size, not its bytes.
+    # whatever stream_format says. Asked for SSE, the streamed request sent before the
+    # warmup shows it, and the run stops naming the body's type, not its bytes.
     from aiohttp import web
 
     pcm = pcm_for(Script(chunks=((0, 48000),)), 24000)
@@ -411,15 +414,19 @@ async def test_an_audio_body_where_sse_was_asked_is_described_not_pasted(tmp_pat
             base_url=f"http://127.0.0.1:{port}", stream_format="sse", requests=2, warmup=0,
             sample_rate=24000,
         )  # fmt: skip
-        await arun_benchmark(opts, _prompts("one", "two"), tmp_path)
+        with pytest.raises(RequestRefusedError) as refused:
+            await arun_benchmark(opts, _prompts("one", "two"), tmp_path)
     finally:
         await runner.cleanup()
-    records = list(read_records(tmp_path / "records.jsonl"))
-    assert [r["error"]["type"] for r in records] == ["content_type", "content_type"]
-    assert {r["error"]["message"] for r in records} == {
-        "HTTP 200 audio/pcm: audio/pcm body of 48000 bytes"
-    }
-    assert all(r["chunk_bytes"] == [] and r["audio_s"] == 0 for r in records)
+    # Refused for every stream (issue 36): the run stops before its warmup, in one line
+    # that says what came instead of pasting it.
+    message = str(refused.value)
+    assert message.endswith(
+        "HTTP 200 audio/pcm, not the text/event-stream (stream_format sse) asked for: "
+        "the server answers every request so"
+    )
+    assert "\n" not in message and len(message) < 300
+    assert not (tmp_path / "records.jsonl").exists()
 
 
 @pytest.mark.parametrize(

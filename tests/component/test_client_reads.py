@@ -22,6 +22,7 @@ from tests.support.causal import assert_causal, assert_figures_are_the_players, 
 from tests.support.scripted_server import Script, ScriptedServer, pcm_for
 from thetalker.client import BenchOptions, run_benchmark
 from thetalker.client.body import BodyEncoder
+from thetalker.client.options import server_api
 from thetalker.client.receive import StampingConnector
 from thetalker.client.schedule import closed_loop
 from thetalker.client.sender import Sender
@@ -131,7 +132,8 @@ async def _send_all(srv: ScriptedServer, limit: int, concurrency: int, n: int) -
     connector = StampingConnector(limit=limit)
     sink = _ListSink()
     async with aiohttp.ClientSession(connector=connector) as s:
-        sender = Sender(s, opts, BodyEncoder(opts, None), sink)  # type: ignore[arg-type]
+        api = server_api(opts)
+        sender = Sender(s, opts, BodyEncoder(opts, None, api), sink, api)  # type: ignore[arg-type]
         items = [(i, Prompt(f"p{i}", f"t{i}"), False) for i in range(n)]
         await closed_loop(items, concurrency, sender)
     assert len(sink.exchanges) == n and all(ex.failure is None for ex in sink.exchanges)

@@ -236,15 +236,15 @@ def test_launcher_refuses_a_missing_profile(tmp_path: Path):
 
 
 def test_a_kind_with_a_fixed_rate_sends_no_probe(nari: Standin, tmp_path: Path, monkeypatch):
-    """`Backend.sample_rate` as an int (nari.md: Nari's is fixed at 24 kHz) replaces the
+    """`ServerApi.sample_rate` as an int (nari.md: Nari's is fixed at 24 kHz) replaces the
     wav probe: nothing but the streamed requests reach the server."""
     import dataclasses
 
     from thetalker import backends
 
-    real_get = backends.get
-    fixed = dataclasses.replace(real_get("nari"), sample_rate=24000)
-    monkeypatch.setattr(backends, "get", lambda name: fixed if name == "nari" else real_get(name))
+    real_api = backends.api
+    fixed = dataclasses.replace(real_api("nari"), sample_rate=24000)
+    monkeypatch.setattr(backends, "api", lambda name: fixed if name == "nari" else real_api(name))
     assert _bench(nari.base_url, tmp_path / "fixed") == 0
     assert all(e["body"]["stream"] is True for e in nari.entries())
     summary = json.loads((tmp_path / "fixed" / "summary.json").read_text())

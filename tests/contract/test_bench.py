@@ -212,17 +212,21 @@ def test_omnivoice_raw_audio_is_one_body(omnivoice, ref_clip, tmp_path):
     assert all(r["chunk_bytes"] == [166 * 1920 * 2] for r in records)
 
 
-def test_omnivoice_sse_answers_a_whole_audio_body(omnivoice, ref_clip, tmp_path):
-    records, summary, _ = bench(
-        omnivoice, tmp_path, TEXTS,
+def test_omnivoice_sse_stops_at_the_probe_with_the_servers_answer(omnivoice, ref_clip, tmp_path):
+    """Issue 36: the diffusion path answers a whole audio body where SSE was asked, as it
+    will for every stream; the streamed request sent once before the warmup stops the run
+    in one line (exit 2), with nothing recorded, instead of measuring 100 % errors."""
+    out = tmp_path / "o"
+    result = thetalker_cli(
+        "thetalker-bench", "--base-url", omnivoice.base_url, "--model", "k2-fsa/OmniVoice",
+        "--texts-jsonl", str(prompts(tmp_path, TEXTS)), "--out-dir", str(out),
         "--task-type", "Base", "--ref-audio", str(ref_clip), "--ref-text", REF_TEXT,
-        "--stream-format", "sse", "--requests", "1", "--warmup", "0",
+        "--stream-format", "sse", "--requests", "2", "--warmup", "0",
     )  # fmt: skip
-    assert summary["n_ok"] == 0
-    error = records[-1]["error"]
-    assert error["type"] == "content_type"
-    # A non-audio record never carries the body pasted as text (vllm-omni-030.md #18).
-    assert "audio/pcm" in error["message"] and len(error["message"]) < 200
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert "HTTP 200 audio/pcm, not the text/event-stream (stream_format sse)" in line, line
+    assert not (out / "records.jsonl").exists() and not (out / "summary.json").exists()
 
 
 def test_omnivoice_sse_is_refused_before_sending(omnivoice, tmp_path):

@@ -176,7 +176,7 @@ def serve_argv(spec: ServerSpec, port: int) -> list[str]:
 
 def serve_env(spec: ServerSpec, voices: Path) -> dict[str, str]:
     """The variables the project's launcher sets for `sgl-omni` (thetalker.backends)."""
-    launch = backends.get(spec.launcher).launch
+    launch = backends.launcher(spec.launcher).launch
     return {**launch.env_defaults, **launch.env(spec, voices)}
 
 

@@ -67,8 +67,8 @@ def test_the_launcher_starts_waits_for_health_and_stops_the_group(sglang_python,
         assert models == [str(model)], "--model-name: /v1/models shows the model id"
         voices_listed = get_json(server.base_url + "/v1/audio/voices")["voices"]
         assert "ryan" in voices_listed and "default" in voices_listed
-        # No Prometheus endpoint, as the backend says.
-        assert backends.get("sglang-omni").metrics_path is None
+        # No Prometheus endpoint, as the launcher says.
+        assert backends.launcher("sglang-omni").metrics_path is None
         with pytest.raises(urllib.error.HTTPError) as missing:
             urllib.request.urlopen(server.base_url + "/metrics", timeout=10)
         assert missing.value.code == 404

@@ -50,7 +50,7 @@ def client_bodies() -> list[tuple[str, str, dict]]:
 
 def client_sessions() -> list[tuple[str, dict]]:
     out = []
-    for granularity in backends.get(SERVER).agent.split_granularities:
+    for granularity in backends.api(SERVER).agent.split_granularities:
         opts = BenchOptions(
             server=SERVER, protocol="websocket", speaker="ryan", split_granularity=granularity
         )
@@ -113,7 +113,7 @@ def test_every_session_config_is_accepted_by_the_socket(answers, index):
 
 def test_split_granularity_none_is_refused_by_the_socket_and_never_sent(answers):
     assert not answers["sessions"][len(SESSIONS)]["ok"]
-    assert "none" not in backends.get(SERVER).agent.split_granularities
+    assert "none" not in backends.api(SERVER).agent.split_granularities
     opts = BenchOptions(
         server=SERVER, protocol="websocket", speaker="ryan", split_granularity="none"
     )

@@ -21,7 +21,8 @@ from thetalker.data.prompts import Prompt
 from thetalker.data.records import ERROR_TYPES
 from thetalker.lifecycle.launch import ServerSpec, build_command
 
-SGLANG = backends.get("sglang-omni")
+SGLANG = backends.api("sglang-omni")
+SGLANG_LAUNCHER = backends.launcher("sglang-omni")
 
 
 def test_body_sends_the_speaker_as_voice_and_streams_with_stream_true():
@@ -81,7 +82,7 @@ def test_a_full_queue_is_overloaded_and_other_refusals_stay_http_status():
     assert errors.failure_type(503, "The request queue is full.") == "overloaded"
     assert errors.failure_type(500, "fake engine: boom") == "http_status"
     assert errors.failure_type(400, "Unknown voice 'joe'") == "http_status"
-    assert backends.get("vllm-omni").errors.failure_type(503, "queue is full") == "http_status"
+    assert backends.api("vllm-omni").errors.failure_type(503, "queue is full") == "http_status"
 
 
 def _record(rate_header: str | None, run_rate: int, tmp_path: Path):
@@ -115,9 +116,10 @@ def test_launch_command_and_environment():
         "--config", "pipeline.yaml",
         "--tts_engine.engine.max_queued_requests", "16",
     ]  # fmt: skip
-    env = SGLANG.launch.env(spec, Path("/run/voices"))
+    env = SGLANG_LAUNCHER.launch.env(spec, Path("/run/voices"))
     assert env == {"SGLANG_OMNI_STRICT_PORT": "1", "SPEAKER_SAMPLES_DIR": "/run/voices"}
-    assert SGLANG.ready_path == "/health" and SGLANG.metrics_path is None
-    assert SGLANG.launch.gpu and SGLANG.launch.check_gpu and not SGLANG.launch.mps
+    assert SGLANG_LAUNCHER.ready_path == "/health" and SGLANG_LAUNCHER.metrics_path is None
+    assert SGLANG_LAUNCHER.launch.gpu and SGLANG_LAUNCHER.launch.check_gpu
+    assert not SGLANG_LAUNCHER.launch.mps
     assert SGLANG.sample_rate == backends.SAMPLE_RATE_HEADER
     assert SGLANG.sample_rate_header == "X-Sample-Rate"

@@ -11,12 +11,40 @@ from thetalker.client.body import BodyEncoder, build_request_body
 from thetalker.client.options import BenchOptions, OptionsError, validate_options
 
 
-def test_registry_names_every_kind_and_refuses_others():
-    assert backends.DEFAULT == "vllm-omni"
-    for name in backends.names():
-        assert backends.get(name).name == name
+def test_registry_names_every_launcher_and_api_and_refuses_others():
+    assert backends.DEFAULT_API == "vllm-omni"
+    for name in backends.launcher_names():
+        launcher = backends.launcher(name)
+        assert launcher.name == name and launcher.api in backends.api_names()
+    for name in backends.api_names():
+        assert backends.api(name).name == name
     with pytest.raises(backends.UnknownBackendError, match="unknown server 'nope'"):
-        backends.get("nope")
+        backends.api("nope")
+    with pytest.raises(backends.UnknownBackendError, match="unknown launcher 'nope'"):
+        backends.launcher("nope")
+
+
+def test_external_and_command_front_any_api_and_default_to_vllm_omni():
+    """config/README.md: `server` defaults to vllm-omni's API for these two launchers."""
+    for name in ("external", "command"):
+        launcher = backends.launcher(name)
+        assert launcher.any_api and launcher.api == "vllm-omni"
+    assert not any(backends.launcher(n).any_api for n in ("vllm-omni", "local", "nari"))
+
+
+def test_the_local_launcher_serves_the_embedded_servers_one_model():
+    from thetalker.server.contract import SERVED_MODEL_NAME
+
+    assert backends.launcher("local").served_models == (SERVED_MODEL_NAME,)
+    assert not backends.api("local").clones_voices and backends.api("vllm-omni").clones_voices
+
+
+def test_the_api_crosses_processes_whole():
+    """The run's API rides in the context to the record writer and the workers."""
+    import pickle
+
+    for name in backends.api_names():
+        assert pickle.loads(pickle.dumps(backends.api(name))) == backends.api(name)
 
 
 def test_vllm_omni_body_is_the_speech_api_one():
@@ -72,7 +100,7 @@ def test_nari_body_has_only_its_schema_fields_in_exact_types():
         "seed": 42,
     }
     assert type(body["seed"]) is int and type(body["max_new_tokens"]) is int
-    probe = backends.get("nari").body.probe(body)
+    probe = backends.api("nari").body.probe(body)
     assert "stream" not in probe and probe["response_format"] == "wav"
 
 
@@ -84,7 +112,7 @@ def test_nari_requests_get_a_seed_each():
     assert {k: v for k, v in first.items() if k != "seed"} == {
         k: v for k, v in second.items() if k != "seed"
     }
-    start = backends.get("nari").agent.start(opts, None)
+    start = backends.api("nari").agent.start(opts, None)
     assert start["type"] == "request.start" and "input" not in start and "stream" not in start
 
 
@@ -93,7 +121,10 @@ def test_nari_requests_get_a_seed_each():
     [
         (BenchOptions(server="nari", stream_format="sse"), "stream_format: 'sse': server nari"),
         (BenchOptions(server="nari", task_type="Base", voice="v"), "task_type: server nari"),
-        (BenchOptions(server="external"), "server: external is a launcher"),
+        (
+            BenchOptions(server="external"),
+            "server: unknown server 'external': a launcher, not an API",
+        ),
         (BenchOptions(server="nari", speaker="joe"), "speaker: server nari has no speaker 'joe'"),
     ],
 )
@@ -103,7 +134,7 @@ def test_options_refuse_what_a_server_cannot_do(opts: BenchOptions, message: str
 
 
 def test_nari_errors_are_typed_by_what_they_mean():
-    errors = backends.get("nari").errors
+    errors = backends.api("nari").errors
     assert errors.failure_type(422, "body.task_type: Extra inputs are not permitted") == "rejected"
     assert errors.failure_type(429, "active request capacity exceeded") == "overloaded"
     # A failed or stopped engine never recovers: a failure of the run, not a start-up wait.

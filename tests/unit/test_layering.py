@@ -1,6 +1,8 @@
 """The package's imports run one way: each subpackage imports only those below it (or
 modules of its own package), and no modules import each other in a cycle. Read from the
-source with `ast`, function-level imports included (a lazy import is still a dependency)."""
+source with `ast`, function-level imports included (a lazy import is still a dependency);
+imports under `if TYPE_CHECKING:` are left out: they are read by the type checker only, so
+they make no run-time edge (thetalker.backends types its callables so)."""
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ def imports_of(path: Path, name: str) -> set[str]:
     is a module, else a)."""
     found: set[str] = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in run_time_nodes(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -49,6 +51,29 @@ def imports_of(path: Path, name: str) -> set[str]:
             found.add(base)
             found |= {f"{base}.{alias.name}" for alias in node.names}
     return {m for m in found if m in MODULES and m != name}
+
+
+def is_type_checking(node: ast.AST) -> bool:
+    """`if TYPE_CHECKING:` or `if typing.TYPE_CHECKING:`."""
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def run_time_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of `tree` but the bodies of `if TYPE_CHECKING:` blocks (their `else` kept)."""
+    out: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if is_type_checking(node):
+            assert isinstance(node, ast.If)
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return out
 
 
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
@@ -107,3 +132,14 @@ def test_no_import_cycle():
         if v not in index:
             visit(v)
     assert cycles == []
+
+
+def test_type_checking_imports_are_left_out_and_others_kept():
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import thetalker.client.options\n"
+        "else:\n    import thetalker.util.text\n"
+        "def f():\n    import thetalker.data.records\n"
+    )
+    names = {a.name for n in run_time_nodes(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert names == {"thetalker.util.text", "thetalker.data.records"}

@@ -1,15 +1,18 @@
-"""What a server kind is, as the client and the lifecycle need to know it.
+"""What a server is, on two axes: how it is started and found ready, and what it speaks.
 
-A `Backend` is a frozen description: how the server is started (`Launch`), when it is ready
-(`ready_path`), which request body it accepts (`BodyDialect`), which stream framings it
-offers (`stream_formats`), how its agent-mode socket speaks (`AgentProtocol`), how its sample
-rate is known (`sample_rate`), what its errors mean (`Errors`) and which metrics it exports
-(`metrics_path`). One module of `thetalker.backends` per kind builds one; the client, the
-workflow and the lifecycle ask `thetalker.backends.get(name)` instead of testing names.
+A `Launcher` is how the lifecycle starts a server (`Launch`), when it is ready
+(`ready_path`), where it exports metrics (`metrics_path`), what the workflow checks before
+it starts (its models, its deploy file, its own config keys), and the API its server speaks
+unless the system names another (`api`). A `ServerApi` is what the client speaks to it:
+the request body (`BodyDialect`), the stream framings (`stream_formats`), the agent-mode
+socket (`AgentProtocol`), how the sample rate is known (`sample_rate`) and what its errors
+mean (`Errors`). A system names one of each (`launcher`, and `server` where the launcher
+fronts any API: external, command). The client resolves its `ServerApi` once per run and
+carries the object; the workflow and the lifecycle ask `thetalker.backends.launcher(name)`
+and `api(name)` and never test a server's name.
 
-Nothing here imports the client or the lifecycle (they import this), so the callables take
-their arguments duck-typed: `opts` is a `thetalker.client.options.BenchOptions`, `spec` a
-`thetalker.lifecycle.launch.ServerSpec`.
+Nothing here imports the client or the lifecycle at run time (they import this): their
+types are imported for the type checker only.
 """
 
 from __future__ import annotations
@@ -17,14 +20,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # no run-time edge: the client and the lifecycle sit above this package
+    from thetalker.client.options import BenchOptions
+    from thetalker.lifecycle.launch import ServerSpec
 
 __all__ = [
     "AgentProtocol",
-    "Backend",
+    "Body",
     "BodyDialect",
     "Errors",
     "Launch",
+    "Launcher",
+    "ServerApi",
     "SAMPLE_RATE_HEADER",
     "SAMPLE_RATE_WAV_PROBE",
     "gpu_launch",
@@ -33,7 +42,7 @@ __all__ = [
 
 # The sample rate is read from the header of one non-streamed `wav` request before the warmup.
 SAMPLE_RATE_WAV_PROBE = "wav_probe"
-# The sample rate is read from a streamed response's header (`Backend.sample_rate_header`):
+# The sample rate is read from a streamed response's header (`ServerApi.sample_rate_header`):
 # one streamed request before the warmup, and every record's own response checked against it.
 SAMPLE_RATE_HEADER = "header"
 
@@ -50,9 +59,9 @@ class BodyDialect:
     when every request's body is the same but for its text."""
 
     name: str
-    build: Callable[[Any, str, str | None], Body]
+    build: Callable[[BenchOptions, str, str | None], Body]
     probe: Callable[[Body], Body]
-    per_request: Callable[[Any, int], Body] | None = None
+    per_request: Callable[[BenchOptions, int], Body] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,7 +79,7 @@ class AgentProtocol:
     unit_start: str
     done: str
     # The first message the client sends (`session.config`, `request.start`): (opts, ref_uri).
-    start: Callable[[Any, str | None], Body]
+    start: Callable[[BenchOptions, str | None], Body]
     # The server splits the text into units itself (vllm-omni: `split_granularity`); False:
     # the text streams into one request (recorded as split_granularity "none").
     splits_text: bool = True
@@ -78,7 +87,7 @@ class AgentProtocol:
     # an `error` right after them is still a refused start.
     greetings: tuple[str, ...] = ()
     # Fields of the start message that differ per request, (opts, request index); None: none.
-    per_request: Callable[[Any, int], Body] | None = None
+    per_request: Callable[[BenchOptions, int], Body] | None = None
     # The `split_granularity` values the server accepts (sglang-omni refuses "none").
     split_granularities: tuple[str, ...] = ("none", "sentence", "clause")
 
@@ -111,8 +120,8 @@ class Launch:
     `probe_python`: whose interpreter the serving-environment probe asks ("self": this one;
     "server": the program's own; None: none, it is not a Python server we can see)."""
 
-    command: Callable[[Any, int], list[str]] | None
-    env: Callable[[Any, Path | None], dict[str, str]] = lambda _spec, _voices: {}
+    command: Callable[[ServerSpec, int], list[str]] | None
+    env: Callable[[ServerSpec, Path | None], dict[str, str]] = lambda _spec, _voices: {}
     env_defaults: Mapping[str, str] = field(default_factory=dict)  # unless the system sets them
     voices_dir: bool = False
     check_gpu: bool = False
@@ -133,7 +142,7 @@ class Launch:
     startup_facts: Callable[[str], dict[str, Any]] | None = None
 
 
-def gpu_launch(command: Callable[[Any, int], list[str]], **more: Any) -> Launch:
+def gpu_launch(command: Callable[[ServerSpec, int], list[str]], **more: Any) -> Launch:
     """A GPU server run by its own Python: a GPU in use is refused, its jobs hold a GPU slot
     (the plan counts their GPU-hours), the probe asks the program's interpreter."""
     return Launch(command=command, check_gpu=True, gpu=True, probe_python="server", **more)
@@ -145,15 +154,14 @@ def optional_flags(*pairs: tuple[str, Any]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Backend:
-    """Everything the client and the lifecycle need to know about one server kind."""
+class ServerApi:
+    """What the client speaks to a server: its body, streams, agent socket, sample rate and
+    error meanings. Picklable (its callables are module functions): it crosses to the record
+    writer and the workers inside the run's context."""
 
     name: str
     summary: str  # one line for --help and the docs
-    launch: Launch
     body: BodyDialect
-    # GET answering 200 once requests can be served; None: nothing to wait for (external).
-    ready_path: str | None = "/health"
     stream_formats: tuple[str, ...] = ("audio",)  # `stream_format` values it can stream
     agent: AgentProtocol | None = None  # None: no agent-mode socket
     sample_rate: str | int = SAMPLE_RATE_WAV_PROBE  # SAMPLE_RATE_HEADER, or a fixed rate in Hz
@@ -164,13 +172,37 @@ class Backend:
     # SSE event types that carry the server's error (vllm-omni: speech.audio.error).
     sse_error_events: tuple[str, ...] = ("speech.audio.error",)
     errors: Errors = field(default_factory=Errors)
-    metrics_path: str | None = None  # a Prometheus /metrics, or None
     voice_upload: bool = False  # POST /v1/audio/voices (register_voice)
     task_types: tuple[str, ...] | None = None  # the speech API's task types it serves; None: all
     # Speakers it has (CustomVoice), when fixed and known; None: ask the server. Compared
     # after `normalise_speaker`, as the server compares them.
     speakers: tuple[str, ...] | None = None
     normalise_speaker: Callable[[str], str] = str
-    # False for a launcher that fronts a server of another kind (external, command): the
-    # client speaks the kind the system names (`server`), never this one.
-    speaks: bool = True
+    # It can clone a voice from a reference clip (`voice.clone`); the embedded server cannot.
+    clones_voices: bool = True
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How a server is started and found ready, and what the workflow checks before."""
+
+    name: str
+    summary: str  # one line for the docs
+    launch: Launch
+    # The API (`ServerApi.name`) its server speaks unless the system names one (`server`).
+    api: str
+    # The system may name another API (`server`): the launcher fronts any server (external,
+    # command); False: its server speaks `api` only.
+    any_api: bool = False
+    # GET answering 200 once requests can be served; None: nothing to wait for (external).
+    ready_path: str | None = "/health"
+    # Where a server it starts exports Prometheus metrics; None: none, or not known.
+    metrics_path: str | None = None
+    # The model ids its server serves, when fixed (the embedded server: piper-joe); None: any.
+    served_models: tuple[str, ...] | None = None
+    # `module:function` reading a deploy file as the server does (raising ValueError), for the
+    # workflow's checks before any server starts; imported by name because the server's
+    # package sits above this one. None: the file is checked as YAML only.
+    deploy_check: str | None = None
+    # The system keys only it takes (`base_url`, `command`), each True when required.
+    system_keys: Mapping[str, bool] = field(default_factory=dict)

@@ -18,12 +18,15 @@ from __future__ import annotations
 import contextlib
 import re
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING
 
 from thetalker.backends import vllm_omni
-from thetalker.backends.base import Backend, Launch
+from thetalker.backends.base import Launch, Launcher
 
-__all__ = ["BACKEND", "PLACEHOLDERS", "TemplateError", "expand_template", "words"]
+if TYPE_CHECKING:
+    from thetalker.lifecycle.launch import ServerSpec
+
+__all__ = ["LAUNCHER", "PLACEHOLDERS", "TemplateError", "expand_template", "words"]
 
 PLACEHOLDERS = ("port", "host", "model", "deploy")
 # Shell syntax that only a shell would act on: an operator as a word of its own, or a
@@ -91,18 +94,19 @@ class _Strict(dict):
         return value
 
 
-def command(spec: Any, port: int) -> list[str]:
+def command(spec: ServerSpec, port: int) -> list[str]:
     if not spec.command:
         raise TemplateError("command: the command launcher needs a command template")
     deploy = str(spec.deploy_config) if spec.deploy_config is not None else None
     return expand_template(spec.command, port, spec.host, spec.model_id, deploy)
 
 
-BACKEND = Backend(
+LAUNCHER = Launcher(
     name="command",
     summary="any server, started from a command template with {port}, {model}, {deploy}",
     launch=Launch(command=command, deploy_files=True, mps=True),
-    body=vllm_omni.DIALECT,  # unused: the client speaks the system's `server`
+    api=vllm_omni.API.name,  # unless the system's `server` names another
+    any_api=True,
     ready_path="/health",  # the system's `ready_path` overrides it
-    speaks=False,
+    system_keys={"command": True, "ready_path": False},
 )

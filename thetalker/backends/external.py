@@ -12,15 +12,16 @@ user info or a query) and what `/v1/models` answers, asked with the same key.
 from __future__ import annotations
 
 from thetalker.backends import vllm_omni
-from thetalker.backends.base import Backend, Launch
+from thetalker.backends.base import Launch, Launcher
 
-__all__ = ["BACKEND"]
+__all__ = ["LAUNCHER"]
 
-BACKEND = Backend(
+LAUNCHER = Launcher(
     name="external",
     summary="a running server at the system's base_url (nothing started or stopped)",
     launch=Launch(command=None),
-    body=vllm_omni.DIALECT,  # unused: the client speaks the system's `server`
+    api=vllm_omni.API.name,  # unless the system's `server` names another
+    any_api=True,
     ready_path=None,
-    speaks=False,
+    system_keys={"base_url": True},
 )

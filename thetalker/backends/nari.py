@@ -26,19 +26,24 @@ as nari.md reads it in `nari-labs/nari-qwen3-tts @e8c5b2b`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thetalker.backends.base import (
     AgentProtocol,
-    Backend,
     Body,
     BodyDialect,
     Errors,
+    Launcher,
+    ServerApi,
     gpu_launch,
     optional_flags,
 )
 
-__all__ = ["BACKEND", "PROFILES", "SAMPLE_RATE", "SPEAKERS", "PROGRAM", "request_seed"]
+if TYPE_CHECKING:
+    from thetalker.client.options import BenchOptions
+    from thetalker.lifecycle.launch import ServerSpec
+
+__all__ = ["API", "LAUNCHER", "PROFILES", "SAMPLE_RATE", "SPEAKERS", "PROGRAM", "request_seed"]
 
 PROGRAM = "nari-qwen3-tts-server"
 PROFILES = ("ttfa", "balanced", "throughput")
@@ -54,13 +59,13 @@ def normalise(name: str) -> str:
     return name.strip().lower().replace("-", "_").replace(" ", "_")
 
 
-def request_seed(opts: Any, index: int) -> int:
+def request_seed(opts: BenchOptions, index: int) -> int:
     """The `seed` of request `index`: the run's seed plus the index, so no two requests of a
     run sample alike (Nari's default would give every request seed 0) and a rerun repeats."""
     return (int(opts.seed) + int(index)) % _SEED_SPACE
 
 
-def _voice_fields(opts: Any) -> Body:
+def _voice_fields(opts: BenchOptions) -> Body:
     """`model`, `voice`, `language`, `instructions`, `max_new_tokens`: the fields of Nari's
     schema a run sets, in their exact types."""
     fields: Body = {}
@@ -78,7 +83,7 @@ def _voice_fields(opts: Any) -> Body:
     return fields
 
 
-def streamed_body(opts: Any, text: str, _ref_audio_uri: str | None = None) -> Body:
+def streamed_body(opts: BenchOptions, text: str, _ref_audio_uri: str | None = None) -> Body:
     """One streamed request: raw bytes as they are made, the streaming text layout."""
     body: Body = {"input": text, **_voice_fields(opts)}
     body["response_format"] = str(opts.response_format)
@@ -95,11 +100,11 @@ def probe_body(body: Body) -> Body:
     return probe
 
 
-def per_request(opts: Any, index: int) -> Body:
+def per_request(opts: BenchOptions, index: int) -> Body:
     return {"seed": request_seed(opts, index)}
 
 
-def request_start(opts: Any, _ref_audio_uri: str | None = None) -> Body:
+def request_start(opts: BenchOptions, _ref_audio_uri: str | None = None) -> Body:
     """`request.start`: the HTTP controls but `input`, `stream`, `speed` and
     `non_streaming_mode` (refused on the socket: it always streams the text in)."""
     return {
@@ -127,7 +132,7 @@ def startup_facts(log_text: str) -> dict[str, Any]:
     return {}
 
 
-def command(spec: Any, port: int) -> list[str]:
+def command(spec: ServerSpec, port: int) -> list[str]:
     """`nari-qwen3-tts-server --model ID --host H --port P --profile P` (an engine-config
     overlay goes in the system's extra args: the repository's deploy files are vllm-omni's).
     The lifecycle refuses a spec without a profile: the server would pick `ttfa` silently,
@@ -136,12 +141,10 @@ def command(spec: Any, port: int) -> list[str]:
     return cmd + optional_flags(("--profile", spec.profile))
 
 
-BACKEND = Backend(
+API = ServerApi(
     name="nari",
-    summary="Nari Labs' Qwen3-TTS server (nari-qwen3-tts-server --profile ...), strict schema",
-    launch=gpu_launch(command, profiles=PROFILES, startup_facts=startup_facts),
+    summary="Nari Labs' Qwen3-TTS server's: strict schema, the nari.speech.v1 socket",
     body=BodyDialect(name="nari", build=streamed_body, probe=probe_body, per_request=per_request),
-    ready_path="/ready",
     stream_formats=("audio",),
     agent=AgentProtocol(
         name="nari.speech.v1",
@@ -166,9 +169,16 @@ BACKEND = Backend(
             )
         },
     ),
-    metrics_path=None,
     voice_upload=False,
     task_types=("CustomVoice",),
     speakers=SPEAKERS,
     normalise_speaker=normalise,
+)
+LAUNCHER = Launcher(
+    name="nari",
+    summary="Nari Labs' Qwen3-TTS server (nari-qwen3-tts-server --profile ...)",
+    launch=gpu_launch(command, profiles=PROFILES, startup_facts=startup_facts),
+    api=API.name,
+    ready_path="/ready",
+    metrics_path=None,
 )

@@ -25,26 +25,31 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from thetalker.backends import vllm_omni
 from thetalker.backends.base import (
     SAMPLE_RATE_HEADER,
-    Backend,
     Body,
     BodyDialect,
     Errors,
+    Launcher,
+    ServerApi,
     gpu_launch,
     optional_flags,
 )
 
-__all__ = ["BACKEND", "PROGRAM", "QUEUE_FULL", "command", "env", "streamed_body"]
+if TYPE_CHECKING:
+    from thetalker.client.options import BenchOptions
+    from thetalker.lifecycle.launch import ServerSpec
+
+__all__ = ["API", "LAUNCHER", "PROGRAM", "QUEUE_FULL", "command", "env", "streamed_body"]
 
 PROGRAM = "sgl-omni"  # the console script of the sglang-omni wheel
 QUEUE_FULL = "The request queue is full."  # sglang_omni/admission.py QueueFullError.MESSAGE
 
 
-def streamed_body(opts: Any, text: str, ref_audio_uri: str | None = None) -> Body:
+def streamed_body(opts: BenchOptions, text: str, ref_audio_uri: str | None = None) -> Body:
     """One streamed request: `stream: true` (raw PCM, or SSE with `stream_format: "sse"`)."""
     body: Body = {"input": text, **vllm_omni.voice_fields(opts, ref_audio_uri, "voice")}
     body["stream"] = True
@@ -58,7 +63,7 @@ def probe_body(body: Body) -> Body:
     return dict(body)
 
 
-def command(spec: Any, port: int) -> list[str]:
+def command(spec: ServerSpec, port: int) -> list[str]:
     # ServerSpec.executable's default names vllm-omni's program; any other value is a path
     # to this one (a venv's sgl-omni, a wrapper).
     default = next(f.default for f in dataclasses.fields(spec) if f.name == "executable")
@@ -68,7 +73,7 @@ def command(spec: Any, port: int) -> list[str]:
     return cmd + optional_flags(("--config", spec.deploy_config))
 
 
-def env(_spec: Any, voices_dir: Path | None) -> dict[str, str]:
+def env(_spec: ServerSpec, voices_dir: Path | None) -> dict[str, str]:
     # A busy port must fail the start, not move the server elsewhere (launcher.py
     # find_available_port); the voice store is a folder of the run's own.
     out = {"SGLANG_OMNI_STRICT_PORT": "1"}
@@ -79,7 +84,20 @@ def env(_spec: Any, voices_dir: Path | None) -> dict[str, str]:
 
 DIALECT = BodyDialect(name="sglang-omni", build=streamed_body, probe=probe_body)
 AGENT = dataclasses.replace(vllm_omni.AGENT, split_granularities=("sentence", "clause"))
-BACKEND = Backend(
+API = ServerApi(
+    name="sglang-omni",
+    summary="SGLang-Omni 0.1.9's speech API, with its own turns (sglang-omni.md)",
+    body=DIALECT,
+    stream_formats=("audio", "sse"),
+    agent=AGENT,
+    sample_rate=SAMPLE_RATE_HEADER,
+    sample_rate_header="X-Sample-Rate",
+    response_formats=("pcm",),
+    sse_error_events=("error",),
+    errors=Errors(by_message={503: ((QUEUE_FULL, "overloaded"),)}),
+    voice_upload=True,
+)
+LAUNCHER = Launcher(
     name="sglang-omni",
     summary="SGLang-Omni 0.1.9 (`sgl-omni serve --model-path <id>`), sglang-omni.md",
     launch=gpu_launch(
@@ -88,15 +106,7 @@ BACKEND = Backend(
         voices_dir=True,
         packages=("sglang-omni", "sglang"),  # provenance: which server version was measured
     ),
-    body=DIALECT,
+    api=API.name,
     ready_path="/health",
-    stream_formats=("audio", "sse"),
-    agent=AGENT,
-    sample_rate=SAMPLE_RATE_HEADER,
-    sample_rate_header="X-Sample-Rate",
-    response_formats=("pcm",),
-    sse_error_events=("error",),
-    errors=Errors(by_message={503: ((QUEUE_FULL, "overloaded"),)}),
     metrics_path=None,
-    voice_upload=True,
 )

@@ -13,21 +13,26 @@ Voices are uploaded (`/v1/audio/voices`) and reloaded from `SPEAKER_SAMPLES_DIR`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from thetalker.backends.base import (
     AgentProtocol,
-    Backend,
     Body,
     BodyDialect,
+    Launcher,
+    ServerApi,
     gpu_launch,
     optional_flags,
 )
 
-__all__ = ["BACKEND", "DIALECT", "AGENT", "voice_fields", "streamed_body", "probe_body"]
+if TYPE_CHECKING:
+    from thetalker.client.options import BenchOptions
+    from thetalker.lifecycle.launch import ServerSpec
+
+__all__ = ["API", "LAUNCHER", "DIALECT", "AGENT", "voice_fields", "streamed_body", "probe_body"]
 
 
-def voice_fields(opts: Any, ref_audio_uri: str | None, speaker_key: str) -> Body:
+def voice_fields(opts: BenchOptions, ref_audio_uri: str | None, speaker_key: str) -> Body:
     """What says who speaks and how, shared by the HTTP body and the WebSocket's
     `session.config`: task, model, language, then one voice source (an uploaded voice, the
     inline reference clip for Base, else the built-in speaker under `speaker_key`)."""
@@ -52,7 +57,7 @@ def voice_fields(opts: Any, ref_audio_uri: str | None, speaker_key: str) -> Body
     return fields
 
 
-def streamed_body(opts: Any, text: str, ref_audio_uri: str | None = None) -> Body:
+def streamed_body(opts: BenchOptions, text: str, ref_audio_uri: str | None = None) -> Body:
     """The JSON body of one streamed request (speech-api.md)."""
     body: Body = {"input": text, **voice_fields(opts, ref_audio_uri, "speaker")}
     # `stream: true` alone means SSE on recent servers: always say which stream is wanted.
@@ -69,7 +74,7 @@ def probe_body(body: Body) -> Body:
     return probe
 
 
-def session_config(opts: Any, ref_audio_uri: str | None = None) -> Body:
+def session_config(opts: BenchOptions, ref_audio_uri: str | None = None) -> Body:
     """The `session.config` message (0.30.0's `StreamingSpeechSessionConfig`): PCM streamed
     as it is made (`stream_audio`), at speed 1.0 (the only speed it streams at)."""
     # The session has no `speaker` field: a built-in speaker goes as `voice`.
@@ -80,7 +85,7 @@ def session_config(opts: Any, ref_audio_uri: str | None = None) -> Body:
     return msg
 
 
-def command(spec: Any, port: int) -> list[str]:
+def command(spec: ServerSpec, port: int) -> list[str]:
     cmd = [spec.executable, "serve", spec.model_id, "--omni", "--trust-remote-code"]
     # Pins on the stats /metrics' audio families need (0.30.0's API server already defaults
     # to them; its headless replicas do not): thetalker.pipeline.server_metrics.
@@ -89,7 +94,7 @@ def command(spec: Any, port: int) -> list[str]:
     return cmd + optional_flags(("--deploy-config", spec.deploy_config))
 
 
-def env(_spec: Any, voices_dir: Path | None) -> dict[str, str]:
+def env(_spec: ServerSpec, voices_dir: Path | None) -> dict[str, str]:
     # The real server reloads every voice found there at each start.
     return {"SPEAKER_SAMPLES_DIR": str(voices_dir)}
 
@@ -103,14 +108,19 @@ AGENT = AgentProtocol(
     done="session.done",
     start=session_config,
 )
-BACKEND = Backend(
+API = ServerApi(
     name="vllm-omni",
-    summary="vllm-omni 0.30.0 (`vllm-omni serve <id> --omni`), the speech API of speech-api.md",
-    launch=gpu_launch(command, env=env, voices_dir=True, deploy_files=True, mps=True),
+    summary="the speech API of speech-api.md (vllm-omni 0.30.0; OpenAI-compatible TTS servers)",
     body=DIALECT,
-    ready_path="/health",
     stream_formats=("audio", "sse"),
     agent=AGENT,
-    metrics_path="/metrics",
     voice_upload=True,
+)
+LAUNCHER = Launcher(
+    name="vllm-omni",
+    summary="vllm-omni 0.30.0 (`vllm-omni serve <id> --omni`)",
+    launch=gpu_launch(command, env=env, voices_dir=True, deploy_files=True, mps=True),
+    api=API.name,
+    ready_path="/health",
+    metrics_path="/metrics",
 )

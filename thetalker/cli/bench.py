@@ -24,6 +24,7 @@ from thetalker.client import (
     BenchError,
     BenchOptions,
     OptionsError,
+    RequestRefusedError,
     SampleRateError,
     run_benchmark,
     validate_options,
@@ -83,9 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="Benchmark a streaming /v1/audio/speech server.")
     where = p.add_argument_group("server")
     where.add_argument(
-        "--server", default=backends.DEFAULT, choices=backends.names(speaking=True),
-        help="the server kind (thetalker.backends): which body, stream and socket it speaks "
-        f"(default {backends.DEFAULT})",
+        "--server", default=backends.DEFAULT_API, choices=backends.api_names(),
+        help="the server's API (thetalker.backends): which body, stream and socket it speaks "
+        f"(default {backends.DEFAULT_API})",
     )  # fmt: skip
     where.add_argument("--base-url", help="e.g. http://127.0.0.1:8091 (overrides host/port)")
     where.add_argument("--host", default=_DEFAULT_URL.hostname)
@@ -346,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     except asyncio.CancelledError:  # SIGTERM during a --workers run
         print(f"\n{PROG}: terminated; finished requests are in {args.out_dir}", file=sys.stderr)
         return 143
-    except SampleRateError as exc:
+    except (SampleRateError, RequestRefusedError) as exc:  # refused for every stream: exit 2
         print(f"{PROG}: error: {redact_url(str(exc))}", file=sys.stderr)
         return 2
     except BenchError as exc:

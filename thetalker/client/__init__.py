@@ -56,6 +56,7 @@ from thetalker.client.options import (
     BenchOptions,
     OptionsError,
     ProbeError,
+    RequestRefusedError,
     SampleRateError,
     validate_options,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "BenchOptions",
     "BenchError",
     "OptionsError",
+    "RequestRefusedError",
     "SampleRateError",
     "ProbeError",
     "Progress",

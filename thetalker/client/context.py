@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from thetalker import backends, metrics
-from thetalker.backends import Backend
-from thetalker.client.options import BenchOptions
+from thetalker import metrics
+from thetalker.backends import ServerApi
+from thetalker.client.options import BenchOptions, server_api
 from thetalker.client.receive import _Exchange
 from thetalker.data.records import RequestFigures, error_info
 from thetalker.data.wavio import write_wav
@@ -28,29 +28,32 @@ class RunContext:
     writer process and to workers)."""
 
     opts: BenchOptions
+    # The server's API, resolved once for the run (picklable: its callables are module
+    # functions, so it crosses to the writer and the workers with the context).
+    api: ServerApi
     out_dir: Path
     t_origin: float  # perf_counter at the run's start: perf_counter is system-wide on Linux
     sample_rate: int = 0
     save_dir: Path | None = None
     save_below_index: int | None = None  # save audio of requests with a smaller index only
 
-    @property
-    def backend(self) -> Backend:
-        """The server kind's description (thetalker.backends), looked up by name: the
-        context crosses process boundaries, the backend's callables need not."""
-        return backends.get(self.opts.server)
-
     @classmethod
     def for_run(
-        cls, opts: BenchOptions, out_dir: Path, t_origin: float, sample_rate: int = 0
+        cls,
+        opts: BenchOptions,
+        out_dir: Path,
+        t_origin: float,
+        sample_rate: int = 0,
+        api: ServerApi | None = None,
     ) -> RunContext:
-        """Where audio goes: `save_audio_dir`, only the first `save_audio_count` scored
+        """The run's context; `api`: the run's resolved API (None: the one `opts.server`
+        names). Where audio goes: `save_audio_dir`, only the first `save_audio_count` scored
         requests by sending order (indices after the warmup's)."""
         save_dir = Path(opts.save_audio_dir) if opts.save_audio_dir is not None else None
         below = None
         if save_dir is not None and opts.save_audio_count is not None:
             below = opts.warmup + opts.save_audio_count
-        return cls(opts, out_dir, t_origin, sample_rate, save_dir, below)
+        return cls(opts, api or server_api(opts), out_dir, t_origin, sample_rate, save_dir, below)
 
 
 # Longest sample_id part of a saved audio file's name: far below a file system's 255 bytes.

@@ -16,13 +16,13 @@ def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
     opts, rate = ctx.opts, ctx.sample_rate
     failure = ex.failure
     status = ex.status
-    backend = ctx.backend
+    api = ctx.api
     # Reads: every piece of audio as it arrived. An SSE event's audio can only be decoded
     # once its last byte came, so an SSE stream has its events and no reads.
     read_times: list[float] | None = None
     read_sizes: list[int] | None = None
     if opts.stream_format == "sse":
-        events = backend.sse_error_events
+        events = api.sse_error_events
         abs_arrivals, chunks, sse_failure = sse_chunks(ex.times, ex.pieces, events)
         sizes = [len(c) for c in chunks]
         pcm = b"".join(chunks)
@@ -33,7 +33,7 @@ def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
         read_times, read_sizes = list(ex.times), [len(p) for p in ex.pieces]
         pcm = b"".join(ex.pieces)
     if failure is None and ex.rate_header is not None and ex.rate_header != str(rate):
-        why = f"{backend.sample_rate_header}: {ex.rate_header} Hz, the run uses {rate} Hz"
+        why = f"{api.sample_rate_header}: {ex.rate_header} Hz, the run uses {rate} Hz"
         failure = ("content_type", why)
     if opts.response_format == "wav" and pcm:
         whole = len(pcm)
@@ -45,7 +45,7 @@ def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
         limit = _ERROR_BODY_LIMIT  # what the receive loop reads of a non-audio body
         if status is not None and status >= 400:
             message = error_message(ex.error_body, status, ex.content_type, limit)
-            failure = (backend.errors.failure_type(status, message), message)
+            failure = (api.errors.failure_type(status, message), message)
         elif not _is_stream_type(ex.content_type, opts.stream_format == "sse"):
             shown = error_message(ex.error_body, status, ex.content_type, limit)
             failure = ("content_type", f"HTTP {status} {ex.content_type}: {shown}")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from thetalker import metrics
+from thetalker import backends, metrics
 from thetalker.api.speech import (
     MAX_INSTRUCTIONS_CHARS,
     RESPONSE_FORMATS,
@@ -24,7 +24,9 @@ __all__ = [
     "OptionsError",
     "SampleRateError",
     "ProbeError",
+    "RequestRefusedError",
     "validate_options",
+    "server_api",
     "effective_workers",
 ]
 
@@ -77,8 +79,9 @@ class BenchOptions:
     # An explicit sample_rate checked against the server's (one non-streamed wav request
     # before the warmup; thetalker-bench sets it unless --trust-sample-rate).
     check_sample_rate: bool = False
-    # The server kind (thetalker.backends): which body, stream, socket and errors it speaks.
-    server: str = "vllm-omni"
+    # The server's API (thetalker.backends.api): which body, stream, socket and errors it
+    # speaks. Resolved once per run (`server_api`) and carried as an object from there.
+    server: str = backends.DEFAULT_API
     # The audible onset's settings (thetalker.metrics.onset; default: the public report's
     # -45 dBFS rule), named in every record's audible_onset_rule and in the summary.
     onset: metrics.OnsetSettings = metrics.DEFAULT_ONSET
@@ -100,8 +103,23 @@ class ProbeError(BenchError):
     """The sample-rate request failed (server down, HTTP error)."""
 
 
-def validate_options(opts: BenchOptions) -> None:
-    """Raise OptionsError naming the first bad field."""
+class RequestRefusedError(BenchError):
+    """The server refuses the run's streamed request as it will every one (a 4xx, or an
+    answer that is not the stream asked for): the run stops before its warmup."""
+
+
+def server_api(opts: BenchOptions) -> backends.ServerApi:
+    """The API `opts.server` names: the one place the client resolves it (OptionsError if
+    none); the run carries the object from there."""
+    try:
+        return backends.api(opts.server)
+    except backends.UnknownBackendError as exc:
+        raise OptionsError(field_message("option", "server", str(exc))) from None
+
+
+def validate_options(opts: BenchOptions) -> backends.ServerApi:
+    """Raise OptionsError naming the first bad field; the run's API (`server_api`) when
+    every field is good."""
 
     def bad(name: str, why: str | None) -> None:
         if why is not None:  # the one message format (thetalker.util.checks)
@@ -181,38 +199,32 @@ def validate_options(opts: BenchOptions) -> None:
     url_problem = _url_problem(opts.base_url)
     if url_problem:
         bad("base_url", f"{url_problem} (got {shown_url!r})")
-    from thetalker import backends
-
-    try:
-        backend = backends.get(opts.server)
-    except backends.UnknownBackendError as exc:
-        bad("server", str(exc))
-    if not backend.speaks:
-        bad("server", f"{opts.server} is a launcher: name the API its server speaks")
-    if opts.stream_format not in backend.stream_formats:
-        allowed = ", ".join(backend.stream_formats)
+    api = server_api(opts)
+    if opts.stream_format not in api.stream_formats:
+        allowed = ", ".join(api.stream_formats)
         bad("stream_format", f"{opts.stream_format!r}: server {opts.server} streams {allowed}")
-    if opts.response_format not in backend.response_formats:
-        allowed = ", ".join(backend.response_formats)
+    if opts.response_format not in api.response_formats:
+        allowed = ", ".join(api.response_formats)
         bad("response_format", f"{opts.response_format!r}: server {opts.server} streams {allowed}")
-    granularities = backend.agent.split_granularities if backend.agent else ()
+    granularities = api.agent.split_granularities if api.agent else ()
     if opts.protocol == "websocket" and opts.split_granularity not in granularities:
         allowed = ", ".join(granularities)
         why = f"{opts.split_granularity!r}: server {opts.server} splits by {allowed}"
         bad("split_granularity", why)
-    if opts.protocol == "websocket" and backend.agent is None:
+    if opts.protocol == "websocket" and api.agent is None:
         bad("protocol", f"server {opts.server} has no agent-mode socket")
-    if backend.task_types is not None and opts.task_type not in backend.task_types:
-        allowed = ", ".join(backend.task_types)
+    if api.task_types is not None and opts.task_type not in api.task_types:
+        allowed = ", ".join(api.task_types)
         bad("task_type", f"server {opts.server} serves {allowed} only (got {opts.task_type})")
     speaker = opts.voice or opts.speaker
-    if speaker and backend.speakers and backend.normalise_speaker(speaker) not in backend.speakers:
+    if speaker and api.speakers and api.normalise_speaker(speaker) not in api.speakers:
         name = "voice" if opts.voice else "speaker"
-        known = ", ".join(backend.speakers)
+        known = ", ".join(api.speakers)
         bad(name, f"server {opts.server} has no speaker {speaker!r} (it has {known})")
-    if opts.register_voice is not None and not backend.voice_upload:
+    if opts.register_voice is not None and not api.voice_upload:
         bad("register_voice", f"server {opts.server} has no voice upload")
     _validate_agent(opts, bad)
+    return api
 
 
 def _url_problem(url: str) -> str | None:

@@ -13,8 +13,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
-from thetalker import backends
 from thetalker.api.speech import SpeechApiError, normalize_base_url, register_voice
+from thetalker.backends import SAMPLE_RATE_HEADER, ServerApi
 from thetalker.client.body import BodyEncoder, build_request_body
 from thetalker.client.context import RunContext
 from thetalker.client.gc_pause import no_gc_pauses
@@ -27,7 +27,7 @@ from thetalker.client.options import (
     effective_workers,
     validate_options,
 )
-from thetalker.client.probe import probe_sample_rate
+from thetalker.client.probe import check_stream, probe_sample_rate
 from thetalker.client.progress import (
     DEFAULT_INTERVAL_S,
     ProgressReporter,
@@ -72,7 +72,7 @@ async def arun_benchmark(
     On cancellation the finished requests are already on disk, in-flight ones are written
     as `cancelled`, a summary with `complete: false` is written, and CancelledError goes on.
     """
-    validate_options(opts)
+    api = validate_options(opts)  # the run's API, resolved once and carried from here
     try:  # a descriptor per stream, or refused before anything is sent (thetalker.util.fdlimit)
         ensure_fd_limit(opts.concurrency)
     except FdLimitError as exc:
@@ -90,7 +90,7 @@ async def arun_benchmark(
     ref_uri = None
     if opts.ref_audio and opts.task_type == "Base" and not opts.register_voice:
         ref_uri = wav_data_uri(opts.ref_audio)
-    ctx = RunContext.for_run(opts, out_dir, time.perf_counter())
+    ctx = RunContext.for_run(opts, out_dir, time.perf_counter(), 0, api)
     if ctx.save_dir is not None:
         ctx.save_dir.mkdir(parents=True, exist_ok=True)
     session = open_session(opts, opts.concurrency)
@@ -104,10 +104,11 @@ async def arun_benchmark(
         if not ex.warmup:
             tally.add(not (ex.failure or (ex.status or 0) >= 400))
 
+    encoder = BodyEncoder(opts, ref_uri, api)
     if opts.protocol == "websocket":  # the agent mode: one session per request
-        send: Sender | WsSender = WsSender(session, opts, ref_uri, sink, on_done=count)
+        send: Sender | WsSender = WsSender(session, opts, ref_uri, sink, api, on_done=count)
     else:
-        send = Sender(session, opts, BodyEncoder(opts, ref_uri), sink, on_done=count)
+        send = Sender(session, opts, encoder, sink, api, on_done=count)
     max_in_flight = 0
     complete = False
     try:
@@ -120,18 +121,27 @@ async def arun_benchmark(
                     )
                 except SpeechApiError as exc:
                     raise BenchError(str(exc)) from None
-            first_body = build_request_body(opts, prompts[0].text, ref_uri)
-            fixed_rate = backends.get(opts.server).sample_rate
+            first_body = build_request_body(opts, prompts[0].text, ref_uri, api)
+            sse = opts.stream_format == "sse"
+            fixed_rate = api.sample_rate
+            streamed_probe = False  # the rate was read from the streamed request itself
             if opts.sample_rate is None and isinstance(fixed_rate, int):
-                ctx.sample_rate, rate_source = fixed_rate, "server"  # the kind's fixed rate
+                ctx.sample_rate, rate_source = fixed_rate, "server"  # the API's fixed rate
             elif opts.sample_rate is None:
                 ctx.sample_rate = await probe_sample_rate(
-                    session, base_url, first_body, opts.timeout_s, opts.server
+                    session, base_url, first_body, opts.timeout_s, api, sse
                 )
+                streamed_probe = fixed_rate == SAMPLE_RATE_HEADER
             else:
                 ctx.sample_rate = opts.sample_rate
                 if opts.check_sample_rate:
-                    await _check_explicit_rate(session, base_url, first_body, opts)
+                    await _check_explicit_rate(session, base_url, first_body, opts, api)
+            if sse and opts.protocol != "websocket" and not streamed_probe:
+                # The wav probe checked the body; whether the server streams SSE at all only
+                # a streamed request shows (a diffusion model answers one whole body): the
+                # run's request, once, refused -> one line, no warmup.
+                body = encoder.encode(prompts[0].text)
+                await check_stream(session, base_url, body, opts.timeout_s, sse)
             if opts.expected_sample_rate and ctx.sample_rate != opts.expected_sample_rate:
                 raise SampleRateError(
                     f"sample rate {ctx.sample_rate} Hz ({rate_source}) is not the expected "
@@ -206,13 +216,14 @@ def _cancel_on_failure(
 
 
 async def _check_explicit_rate(
-    session: Any, base_url: str, body: dict[str, Any], opts: BenchOptions
+    session: Any, base_url: str, body: dict[str, Any], opts: BenchOptions, api: ServerApi
 ) -> None:
     """An explicit rate checked against the server's own (one non-streamed `wav` request):
     a wrong one would scale every audio second and RTFx. A server that cannot answer the
     probe leaves the explicit rate trusted, with a warning."""
     try:
-        served = await probe_sample_rate(session, base_url, body, opts.timeout_s, opts.server)
+        sse = opts.stream_format == "sse"
+        served = await probe_sample_rate(session, base_url, body, opts.timeout_s, api, sse)
     except (ProbeError, SampleRateError) as exc:
         print(f"warning: sample_rate {opts.sample_rate} not checked: {exc}", file=sys.stderr)
         return

@@ -14,9 +14,9 @@ from typing import Any
 
 import aiohttp
 
-from thetalker import backends
 from thetalker.api.auth import auth_headers
 from thetalker.api.speech import speech_url
+from thetalker.backends import ServerApi
 from thetalker.client.body import BodyEncoder
 from thetalker.client.context import RecordSink
 from thetalker.client.options import BenchOptions
@@ -106,13 +106,14 @@ class Sender(InFlight):
         opts: BenchOptions,
         encoder: BodyEncoder,
         sink: RecordSink,
+        api: ServerApi,
         on_done: Callable[[_Exchange], None] | None = None,
     ) -> None:
         self._session = session
         self._url = speech_url(opts.base_url)
         self._timeout_s = opts.timeout_s
         self._sse = opts.stream_format == "sse"
-        self._rate_header = backends.get(opts.server).sample_rate_header
+        self._rate_header = api.sample_rate_header
         self._encoder = encoder
         super().__init__(sink, on_done)
 

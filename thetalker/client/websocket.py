@@ -27,10 +27,10 @@ from typing import Any
 
 import aiohttp
 
-from thetalker import backends
 from thetalker.api.speech import normalize_base_url
+from thetalker.backends import ServerApi
 from thetalker.client.handoff import note_read
-from thetalker.client.options import BenchOptions
+from thetalker.client.options import BenchOptions, server_api
 from thetalker.client.pacing import load_trace, piece_offsets, text_pieces, words_per_s
 from thetalker.client.receive import MAX_RESPONSE_BYTES, _describe, too_large
 from thetalker.data.prompts import Prompt
@@ -92,10 +92,12 @@ class WsExchange:
     on_wire: bool = False  # counted in flight by its sender (from the handshake's end)
 
 
-def session_config(opts: BenchOptions, ref_audio_uri: str | None = None) -> dict[str, Any]:
-    """The first message of a session in the protocol of `opts.server` (vllm-omni's
-    `session.config`, Nari's `request.start`; thetalker.backends)."""
-    agent = backends.get(opts.server).agent
+def session_config(
+    opts: BenchOptions, ref_audio_uri: str | None = None, api: ServerApi | None = None
+) -> dict[str, Any]:
+    """The first message of a session in the protocol of `api` (default: the one
+    `opts.server` names): vllm-omni's `session.config`, Nari's `request.start`."""
+    agent = (api or server_api(opts)).agent
     if agent is None:
         raise ValueError(f"server {opts.server} has no agent-mode socket")
     return agent.start(opts, ref_audio_uri)

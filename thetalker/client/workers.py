@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from thetalker.backends import ServerApi
 from thetalker.client.body import BodyEncoder
 from thetalker.client.child import ParentWatch
 from thetalker.client.context import RunContext
@@ -54,6 +55,7 @@ class WorkerPlan:
     sample_rate: int
     ref_uri: str | None
     share: Share
+    api: ServerApi  # the run's, resolved once in the parent
 
 
 def split_items(items: Sequence[Item], opts: BenchOptions, k: int) -> list[Share]:
@@ -121,13 +123,13 @@ async def _worker_run(
     assert main is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     watchdog = asyncio.create_task(watch.cancel_when_gone(main))
-    ctx = RunContext.for_run(opts, Path(plan.out_dir), plan.t_origin, plan.sample_rate)
+    ctx = RunContext.for_run(opts, Path(plan.out_dir), plan.t_origin, plan.sample_rate, plan.api)
     sink = ThreadSink(None, ctx, forward=lambda r: results.put(("record", plan.worker_id, r)))
     session = open_session(opts, share.concurrency)
     if opts.protocol == "websocket":  # the agent mode: one session per request
-        send: Sender | WsSender = WsSender(session, opts, plan.ref_uri, sink)
+        send: Sender | WsSender = WsSender(session, opts, plan.ref_uri, sink, plan.api)
     else:
-        send = Sender(session, opts, BodyEncoder(opts, plan.ref_uri), sink)
+        send = Sender(session, opts, BodyEncoder(opts, plan.ref_uri, plan.api), sink, plan.api)
     try:
         async with session:
             results.put(("ready", plan.worker_id, None))
@@ -179,7 +181,9 @@ async def run_workers(
     k = effective_workers(opts)
     procs = []
     for w, share in enumerate(split_items(items, opts, k)):
-        plan = WorkerPlan(w, opts, str(ctx.out_dir), ctx.t_origin, ctx.sample_rate, ref_uri, share)
+        plan = WorkerPlan(
+            w, opts, str(ctx.out_dir), ctx.t_origin, ctx.sample_rate, ref_uri, share, ctx.api
+        )
         procs.append(
             mp.Process(
                 target=_worker_main,

@@ -160,7 +160,7 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
     events = parse_events(ex, t_send)
     pcm = b"".join(ex.pieces)
     sizes = [len(p) for p in ex.pieces]
-    protocol = ctx.backend.agent
+    protocol = ctx.api.agent
     assert protocol is not None  # validate_options: the websocket protocol needs a socket
     failure = _failure(ex, events, len(pcm), protocol)
     arrivals = [t - t_send for t in ex.times]

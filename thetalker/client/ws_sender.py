@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 
-from thetalker import backends
+from thetalker.backends import ServerApi
 from thetalker.client.context import RecordSink
 from thetalker.client.nari_socket import run_nari_session
 from thetalker.client.options import BenchOptions
@@ -58,10 +58,11 @@ class WsSender(InFlight):
         opts: BenchOptions,
         ref_uri: str | None,
         sink: RecordSink,
+        api: ServerApi,
         on_done: Callable[[Any], None] | None = None,
         plan: TextPlan | None = None,
     ) -> None:
-        agent = backends.get(opts.server).agent
+        agent = api.agent
         if agent is None:
             raise ValueError(f"server {opts.server} has no agent-mode socket")
         self._session = session

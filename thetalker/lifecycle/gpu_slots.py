@@ -50,7 +50,7 @@ __all__ = [
 
 # Launchers whose server computes on the node's GPU (`Launch.gpu` in thetalker.backends:
 # vllm-omni, nari; the embedded server runs on the CPU, an external server is not ours).
-GPU_LAUNCHERS = tuple(n for n in backends.names() if backends.get(n).launch.gpu)
+GPU_LAUNCHERS = tuple(n for n in backends.launcher_names() if backends.launcher(n).launch.gpu)
 SLOTS_DIR_ENV = "THETALKER_GPU_SLOTS_DIR"
 WAIT_ENV = "THETALKER_GPU_WAIT_S"
 # While a slot is held, the pool as the user gave it (CUDA_VISIBLE_DEVICES before the slot

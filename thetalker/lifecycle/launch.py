@@ -88,8 +88,8 @@ __all__ = [
     "stop_process_group",
 ]
 
-# Every server kind of thetalker.backends; each says how it is started (`Backend.launch`).
-LAUNCHERS = backends.names()
+# Every launcher of thetalker.backends; each says how its server is started (`Launcher.launch`).
+LAUNCHERS = backends.launcher_names()
 LEFTOVER_POLICIES = ("stop", "refuse")
 # The "vllm-omni" system asks for stock vllm-omni. Neither vllm nor vllm-omni reads this
 # variable (outside code enters as entry-point plugins); it marks the intent, and
@@ -135,7 +135,7 @@ class ServerSpec:
     # launcher "external": the running server's URL (nothing is started or stopped).
     base_url: str | None = None
     # launcher "command": the command template ({port}, {host}, {model}, {deploy}) and the
-    # GET path answering 200 once it is ready (None: the backend's, /health).
+    # GET path answering 200 once it is ready (None: the launcher's, /health).
     command: str | None = None
     ready_path: str | None = None
     # The variable holding the server's API key (thetalker.api.auth): external's /v1/models
@@ -157,7 +157,7 @@ class RunningServer:
     pgid: int | None = None
     record_path: Path | None = None  # the PID record (removed once the server is stopped)
     serving_env: dict | None = None  # thetalker.lifecycle.serving_env.probe_serving_env's facts
-    # What the server's startup log states (its backend's `launch.startup_facts`), e.g.
+    # What the server's startup log states (its launcher's `launch.startup_facts`), e.g.
     # Nari's execution-config SHA-256; recorded only when there is something.
     startup: dict | None = None
     api_key_env: str | None = None  # external: the key's variable, for provenance's requests
@@ -182,10 +182,10 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def backend_of(spec: ServerSpec) -> backends.Backend:
-    """The server kind ``spec.launcher`` names (thetalker.backends); ValueError if none."""
+def launcher_of(spec: ServerSpec) -> backends.Launcher:
+    """The launcher ``spec.launcher`` names (thetalker.backends); ValueError if none."""
     try:
-        return backends.get(spec.launcher)
+        return backends.launcher(spec.launcher)
     except backends.UnknownBackendError:
         raise ValueError(
             f"ServerSpec.launcher: {spec.launcher!r} is not one of {LAUNCHERS}"
@@ -193,15 +193,15 @@ def backend_of(spec: ServerSpec) -> backends.Backend:
 
 
 def build_command(spec: ServerSpec, port: int) -> list[str]:
-    """The server's command line for ``spec`` on ``port`` (its backend's ``launch.command``)."""
-    command = backend_of(spec).launch.command
+    """The server's command line for ``spec`` on ``port`` (its launcher's ``launch.command``)."""
+    command = launcher_of(spec).launch.command
     if command is None:
         raise ValueError(f"ServerSpec.launcher: {spec.launcher!r} starts no server")
     return command(spec, port) + [str(a) for a in spec.extra_args]
 
 
 def _health_ok(base_url: str, path: str = "/health") -> bool:
-    """Whether ``GET path`` (the backend's ``ready_path``: /health, Nari's /ready) is 200,
+    """Whether ``GET path`` (the launcher's ``ready_path``: /health, Nari's /ready) is 200,
     answered whole within 2 s (``thetalker.util.http_get``: a trickle cannot hold the wait
     past ``health_timeout_s``; a redirect is not health)."""
     try:
@@ -272,7 +272,7 @@ def _prepare_paths(spec: ServerSpec) -> tuple[Path, Path | None]:
         log_path = Path(spec.log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     voices_dir = Path(spec.voices_dir) if spec.voices_dir is not None else None
-    if voices_dir is None and backend_of(spec).launch.voices_dir:
+    if voices_dir is None and launcher_of(spec).launch.voices_dir:
         # A fresh folder per run: the server reloads every voice it finds there.
         voices_dir = Path(tempfile.mkdtemp(prefix="speakers-", dir=log_path.parent))
     if voices_dir is not None:
@@ -386,7 +386,7 @@ def _check_port(host: str, port: int) -> None:
 def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict | None:
     """What the server's interpreter has installed (plugins included); warns when a stock
     (THESTAGE_VLLM_OMNI=0) server would load the thestage library anyway."""
-    launch = backend_of(spec).launch
+    launch = launcher_of(spec).launch
     how = launch.probe_python
     if how is None:  # not a Python server this process can look into
         return None
@@ -409,8 +409,8 @@ def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict | None
 @contextlib.contextmanager
 def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
     """Serve ``spec`` for the duration of the block; see the module docstring."""
-    backend = backend_of(spec)
-    profiles = backend.launch.profiles
+    launcher = launcher_of(spec)
+    profiles = launcher.launch.profiles
     if profiles and spec.profile not in profiles:
         raise ValueError(
             f"ServerSpec.profile: {spec.profile!r} is not one of {', '.join(profiles)} "
@@ -418,7 +418,7 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
         )
     if not profiles and spec.profile is not None:
         raise ValueError(f"ServerSpec.profile: server {spec.launcher} has no profiles")
-    if backend.launch.command is None:  # an external server: nothing to start or stop
+    if launcher.launch.command is None:  # an external server: nothing to start or stop
         yield _external_server(spec)
         return
     if spec.leftover not in LEFTOVER_POLICIES:
@@ -431,8 +431,8 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
     port = spec.port if spec.port is not None else free_port(spec.host)
     set_env = {str(k): str(v) for k, v in spec.env.items()}
     set_env.update(_secret_values(spec.secret_env))
-    set_env.update(backend.launch.env(spec, voices_dir))  # the kind's own, e.g. its voices
-    for name, value in backend.launch.env_defaults.items():
+    set_env.update(launcher.launch.env(spec, voices_dir))  # the launcher's own, e.g. its voices
+    for name, value in launcher.launch.env_defaults.items():
         set_env.setdefault(name, value)  # unless the system sets it
     base_env = {**os.environ, **set_env}
     spec_for_cmd = dataclasses.replace(spec, voices_dir=voices_dir)
@@ -446,7 +446,7 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
         shown = redact_command(cmd) or []
         _check_port(spec.host, port)
         try:
-            if backend.launch.check_gpu and spec.check_gpu:
+            if launcher.launch.check_gpu and spec.check_gpu:
                 check_gpu_empty()
             if spec.mps:
                 mps = start_mps(
@@ -478,7 +478,7 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
             record_path, pid=proc.pid, port=port, host=spec.host, command=shown, token=token
         )
         base_url = f"http://{spec.host}:{port}"
-        ready_path = spec.ready_path or backend.ready_path or "/health"
+        ready_path = spec.ready_path or launcher.ready_path or "/health"
         _wait_healthy(proc, base_url, spec.health_timeout_s, log_path, shown, ready_path, token)
         server = RunningServer(
             base_url=base_url,
@@ -491,8 +491,8 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
             record_path=record_path,
             serving_env=serving_env,
         )
-        if backend.launch.startup_facts is not None:
-            server.startup = backend.launch.startup_facts(log_path.read_text("utf-8", "replace"))
+        if launcher.launch.startup_facts is not None:
+            server.startup = launcher.launch.startup_facts(log_path.read_text("utf-8", "replace"))
         if spec.register_voice:
             server.voice = register_voice(base_url, spec.register_voice)
         yield server

@@ -25,7 +25,7 @@ from typing import Any
 
 from thetalker import backends
 from thetalker.data import layout
-from thetalker.pipeline.job import BenchJob, BenchJobError, ConfigError
+from thetalker.pipeline.job import BenchJob, BenchJobError, ConfigError, read_as_served
 from thetalker.pipeline.quality_config import (
     BUNDLED_ASR_MODEL,
     asr_model_arg,
@@ -35,7 +35,13 @@ from thetalker.pipeline.quality_config import (
     wer_pairs,
     wer_under_load_label,
 )
-from thetalker.pipeline.system_config import check_system, quality_runs, runs, system_models
+from thetalker.pipeline.system_config import (
+    check_system,
+    quality_runs,
+    runs,
+    system_api,
+    system_models,
+)
 from thetalker.util.checks import field_message
 
 __all__ = [
@@ -333,7 +339,7 @@ def bench_job(
         secret_env=sys_spec["secret_env"],
         extra_args=[*model_spec["extra_args"], *sys_spec["extra_args"]],
         # MPS where the server kind can use it (Nari is one process: never).
-        mps=model_spec["mps"] and backends.get(sys_spec["launcher"]).launch.mps,
+        mps=model_spec["mps"] and backends.launcher(sys_spec["launcher"]).launch.mps,
         sample_rate=model_spec.get("sample_rate"),
         language=model_spec["language"],
         voice=model_spec["voice"],
@@ -431,14 +437,9 @@ def wildcard_pattern(names: Any) -> str:
     return "|".join(re.escape(str(n)) for n in names)
 
 
-# The local server serves exactly one model name (thetalker.server.app.SERVED_MODEL_NAME;
-# not imported here so parsing the workflow does not load the server's dependencies).
-LOCAL_MODEL_ID = "piper-joe"
-
-
-def _check_deploy_file(path: str, launcher: str, field: str) -> None:
+def _check_deploy_file(path: str, launcher: backends.Launcher, field: str) -> None:
     """A deploy file readable before any server starts: UTF-8 YAML holding a mapping, every
-    number finite; the local server's own keys checked as it checks them."""
+    number finite; a server that reads its own keys (the embedded one) as it reads them."""
     from thetalker.data.yaml_files import YamlFileError, load_yaml_mapping
 
     try:
@@ -449,13 +450,10 @@ def _check_deploy_file(path: str, launcher: str, field: str) -> None:
     if bad_number:
         key, value = bad_number
         raise ConfigError(f"config field {field}: {path}: '{key}' is {value}, not a finite number")
-    if launcher == "local":
-        from thetalker.server.settings import DeployConfigError, load_deploy_config
-
-        try:
-            load_deploy_config(path)
-        except DeployConfigError as exc:
-            raise ConfigError(f"config field {field}: {exc}") from None
+    try:
+        read_as_served(launcher, path)
+    except ValueError as exc:
+        raise ConfigError(f"config field {field}: {exc}") from None
 
 
 def check_inputs(config: Mapping[str, Any]) -> None:
@@ -475,10 +473,13 @@ def check_inputs(config: Mapping[str, Any]) -> None:
         for system, sys_spec in config["systems"].items():
             if model not in system_models(config, system):
                 continue
-            if sys_spec["launcher"] == "local" and spec["model_id"] != LOCAL_MODEL_ID:
+            launcher = backends.launcher(sys_spec["launcher"])
+            served = launcher.served_models
+            if served is not None and spec["model_id"] not in served:
                 raise ConfigError(
                     f"config field models.{model}.model_id: unknown model {spec['model_id']!r} "
-                    f"for system {system!r} (the local server serves only {LOCAL_MODEL_ID!r})"
+                    f"for system {system!r} (the {launcher.name} server serves only "
+                    f"{', '.join(repr(m) for m in served)})"
                 )
             deploy = deploy_file(config, system, model)
             if deploy and not Path(deploy).is_file():
@@ -488,7 +489,7 @@ def check_inputs(config: Mapping[str, Any]) -> None:
                     f"(deploy names: {', '.join(known) or 'none'})"
                 )
             if deploy:
-                _check_deploy_file(deploy, sys_spec["launcher"], f"models.{model}.deploy")
+                _check_deploy_file(deploy, launcher, f"models.{model}.deploy")
         if not _uses_reference(config, model):
             continue
         audio = Path(config["reference"]["audio"])
@@ -505,13 +506,14 @@ def check_inputs(config: Mapping[str, Any]) -> None:
             raise ConfigError(f"config field reference.audio: {exc}") from None
         if not text.read_text(encoding="utf-8", errors="replace").strip():
             raise ConfigError(f"config field reference.text: {text} is empty")
-        local = [
-            s
-            for s, sys_spec in config["systems"].items()
-            if sys_spec["launcher"] == "local" and model in system_models(config, s)
+        cannot = [
+            (s, api.name)
+            for s in config["systems"]
+            if model in system_models(config, s)
+            if not (api := system_api(config, s)).clones_voices
         ]
-        if local:  # the Piper server refuses task Base: every request would fail
+        if cannot:  # the embedded server refuses task Base: every request would fail
             raise ConfigError(
-                f"config field models.{model}.voice.clone: system {local[0]!r} has the local "
-                "launcher, whose server cannot clone voices (give voice.speaker)"
+                f"config field models.{model}.voice.clone: system {cannot[0][0]!r} speaks the "
+                f"{cannot[0][1]} API, whose server cannot clone voices (give voice.speaker)"
             )

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from thetalker import backends
 from thetalker.data import layout
 from thetalker.util.checks import (
     at_least,
@@ -35,6 +36,7 @@ __all__ = [
     "ConfigError",
     "JOB_FIELDS",
     "check_job_inputs",
+    "read_as_served",
 ]
 
 
@@ -62,7 +64,7 @@ class BenchJob:
 
     system: str
     model: str
-    launcher: str  # a server kind of thetalker.backends: local, vllm-omni, nari, external, ...
+    launcher: str  # a launcher of thetalker.backends: local, vllm-omni, nari, external, ...
     model_id: str  # served model id: given to the launcher, sent as "model"
     deploy_file: str | None  # None: the server's own defaults
     deploy_sha256: str | None  # the deploy file's content, so an edit changes the spec
@@ -100,7 +102,7 @@ class BenchJob:
     capacity: Mapping[str, Any] | None = None
     # The server (thetalker.backends), each left out of the JSON at None:
     profile: str | None = None  # its engine profile (Nari: ttfa, balanced, throughput)
-    server: str | None = None  # the API it speaks when the launcher fronts another (external)
+    server: str | None = None  # the API it speaks (external, command); None: the launcher's
     base_url: str | None = None  # launcher external: the running server's URL
     api_key_env: str | None = None  # the variable holding its API key (the name only)
     command: str | None = None  # launcher command: the template ({port}, {model}, {deploy})
@@ -121,8 +123,9 @@ class BenchJob:
 
     @property
     def speaks(self) -> str:
-        """The server kind whose API the client speaks: `server`, else the launcher's."""
-        return self.server or self.launcher
+        """The API the client speaks (thetalker.backends.api): `server`, else the one the
+        launcher's server speaks (vllm-omni's for external and command)."""
+        return self.server or backends.launcher(self.launcher).api
 
     def __post_init__(self) -> None:
         # One normal form, whichever side built it (YAML ints, JSON lists, string keys).
@@ -215,12 +218,13 @@ def _check_values(job: BenchJob) -> None:
         if why is not None:
             raise _bad_field(name, why)
 
-    from thetalker import backends
-
-    if job.launcher not in backends.names():
-        bad("launcher", f"{job.launcher!r} is not one of {', '.join(backends.names())}")
-    if job.speaks not in backends.names(speaking=True):
-        known = ", ".join(backends.names(speaking=True))
+    if job.launcher not in backends.launcher_names():
+        bad("launcher", f"{job.launcher!r} is not one of {', '.join(backends.launcher_names())}")
+    launcher = backends.launcher(job.launcher)
+    if job.server is not None and not launcher.any_api:
+        bad("server", f"launcher {job.launcher} speaks its own API ({launcher.api})")
+    if job.speaks not in backends.api_names():
+        known = ", ".join(backends.api_names())
         bad("server", f"{job.speaks!r} is no API the client speaks (one of {known})")
     for k, c in enumerate(job.concurrency):
         bad(f"concurrency[{k}]", at_least(c, 1))
@@ -259,8 +263,20 @@ def _check_values(job: BenchJob) -> None:
             OnsetSettings.from_spec(job.audible_onset)
         except OnsetError as exc:
             bad(f"audible_onset.{exc.field}", exc.why)
-    if job.launcher == "local" and job.voice.get("clone"):
-        bad("voice.clone", "the local launcher's server cannot clone voices (give a speaker)")
+    if job.voice.get("clone") and not backends.api(job.speaks).clones_voices:
+        bad("voice.clone", f"the {job.speaks} server cannot clone voices (give a speaker)")
+
+
+def read_as_served(launcher: backends.Launcher, path: str) -> None:
+    """Read a deploy file as the launcher's server will (`Launcher.deploy_check`, e.g. the
+    embedded server's keys); ValueError (its one line) when it would refuse it. A launcher
+    without a check: nothing beyond the YAML read its caller already made."""
+    if launcher.deploy_check is None:
+        return
+    import importlib
+
+    module, _, function = launcher.deploy_check.partition(":")
+    getattr(importlib.import_module(module), function)(path)
 
 
 def check_job_inputs(job: BenchJob) -> None:
@@ -280,10 +296,7 @@ def check_job_inputs(job: BenchJob) -> None:
     if job.deploy_file is not None:
         try:
             load_yaml_mapping(job.deploy_file, "deploy file")
-            if job.launcher == "local":
-                from thetalker.server.settings import load_deploy_config
-
-                load_deploy_config(job.deploy_file)
+            read_as_served(backends.launcher(job.launcher), job.deploy_file)
         except (YamlFileError, ValueError) as exc:
             raise BenchJobError(f"job field deploy_file: {exc}") from None
     if job.voice.get("clone"):

@@ -236,11 +236,12 @@ class _Session:
 
 
 def _metrics_path(launcher: str) -> str | None:
-    """Where the server kind exports Prometheus metrics (thetalker.backends), None if nowhere."""
+    """Where a server the launcher starts exports Prometheus metrics (thetalker.backends),
+    None if nowhere."""
     from thetalker import backends
 
     try:
-        return backends.get(launcher).metrics_path
+        return backends.launcher(launcher).metrics_path
     except backends.UnknownBackendError:
         return "/metrics"  # a kind this checkout does not know: ask, and record the answer
 

@@ -1,5 +1,5 @@
-"""The config's systems: which models each runs, and what its server kind
-(thetalker.backends) needs and refuses, one line each. Re-exported by
+"""The config's systems: which models each runs, the API each speaks, and what its launcher
+and API (thetalker.backends) need and refuse, one line each. Re-exported by
 thetalker.pipeline.config_checks, which the rules import."""
 
 from __future__ import annotations
@@ -11,13 +11,20 @@ from thetalker import backends
 from thetalker.pipeline.job import ConfigError
 from thetalker.pipeline.quality_config import quality_run_config
 
-__all__ = ["system_models", "runs", "quality_runs", "check_system"]
+__all__ = ["system_models", "runs", "quality_runs", "system_api", "check_system"]
 
 
 def system_models(config: Mapping[str, Any], system: str) -> list[str]:
     """The models a system runs, in config order: its `models` list, else every model."""
     names = config["systems"][system].get("models")
     return [m for m in config["models"] if names is None or m in names]
+
+
+def system_api(config: Mapping[str, Any], system: str) -> backends.ServerApi:
+    """The API a system's server speaks: its `server`, else its launcher's (vllm-omni's for
+    external and command, as config/README.md says)."""
+    spec = config["systems"][system]
+    return backends.api(spec.get("server") or backends.launcher(spec["launcher"]).api)
 
 
 def runs(config: Mapping[str, Any], systems: Any = None) -> list[tuple[str, str]]:
@@ -32,8 +39,7 @@ def quality_runs(config: Mapping[str, Any], systems: Any) -> list[tuple[str, str
     server cannot serve the quality checkpoint's task (Nari serves no Base model)."""
     out = []
     for model, system in runs(config, systems):
-        spec = config["systems"][system]
-        speaks = backends.get(spec.get("server") or spec["launcher"])
+        speaks = system_api(config, system)
         voice = quality_run_config(config, model)["models"][model]["voice"]
         if speaks.task_types is None or _task_type(voice) in speaks.task_types:
             out.append((model, system))
@@ -44,22 +50,41 @@ def _task_type(voice: Mapping[str, Any]) -> str:
     return str(voice.get("task_type") or ("Base" if voice.get("clone") else "CustomVoice"))
 
 
-def check_system(config: Mapping[str, Any], system: str) -> None:
-    """What a system's server kind (thetalker.backends) needs and refuses, one line each."""
+def _check_base_url(url: str, field: str) -> None:
+    """A server's URL: http(s) with a host, no credentials in it (the key has its variable)."""
     from urllib.parse import urlsplit
 
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{field}: {url!r} is no http(s) URL")
+    if parts.username or parts.password or parts.query:
+        raise ConfigError(
+            f"{field}: no credentials in the URL (user info or a query): name "
+            "the key's variable in api_key_env"
+        )
+
+
+def check_system(config: Mapping[str, Any], system: str) -> None:
+    """What a system's launcher and API (thetalker.backends) need and refuse, one line each."""
     spec = config["systems"][system]
     field = f"config field systems.{system}"
-    launcher = backends.get(spec["launcher"])
+    launcher = backends.launcher(spec["launcher"])
     for name in spec.get("models") or ():
         if name not in config["models"]:
             raise ConfigError(f"{field}.models: unknown model {name!r}")
-    for key, needs in (("base_url", "external"), ("command", "command"), ("ready_path", "command")):
-        if key in spec and spec["launcher"] != needs:
-            raise ConfigError(f"{field}.{key}: only for launcher {needs}")
-    if "server" in spec and launcher.speaks:
+    takers: dict[str, list[str]] = {}  # system key -> the launchers that take it
+    for name in backends.launcher_names():
+        for key in backends.launcher(name).system_keys:
+            takers.setdefault(key, []).append(name)
+    for key, names in takers.items():
+        if key in spec and key not in launcher.system_keys:
+            raise ConfigError(f"{field}.{key}: only for launcher {', '.join(names)}")
+    for key, required in launcher.system_keys.items():
+        if required and not spec.get(key):
+            raise ConfigError(f"{field}.{key}: required for launcher {launcher.name}")
+    if "server" in spec and not launcher.any_api:
         raise ConfigError(f"{field}.server: launcher {launcher.name} speaks its own API")
-    speaks = backends.get(spec.get("server") or spec["launcher"])
+    speaks = system_api(config, system)
     profiles = launcher.launch.profiles
     if profiles and spec.get("profile") not in profiles:
         raise ConfigError(
@@ -74,24 +99,12 @@ def check_system(config: Mapping[str, Any], system: str) -> None:
         )
     if spec.get("protocol") == "websocket" and speaks.agent is None:
         raise ConfigError(f"{field}.protocol: server {speaks.name} has no agent-mode socket")
-    if spec["launcher"] == "external":
-        url = spec.get("base_url")
-        if not url:
-            raise ConfigError(f"{field}.base_url: required for launcher external")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"{field}.base_url: {url!r} is no http(s) URL")
-        if parts.username or parts.password or parts.query:
-            raise ConfigError(
-                f"{field}.base_url: no credentials in the URL (user info or a query): name "
-                "the key's variable in api_key_env"
-            )
-    if spec["launcher"] == "command":
+    if "base_url" in spec:
+        _check_base_url(spec["base_url"], f"{field}.base_url")
+    if "command" in spec:
         from thetalker.backends.command import TemplateError, expand_template
 
-        template = spec.get("command")
-        if not template:
-            raise ConfigError(f"{field}.command: required for launcher command")
+        template = spec["command"]
         try:
             deploy = "deploy.yaml" if spec.get("use_deploy_file") else None
             expand_template(template, 1, "127.0.0.1", "model", deploy)
