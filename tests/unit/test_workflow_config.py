@@ -415,8 +415,8 @@ def test_config_checks_are_the_jobs_said_of_the_config_field():
     with pytest.raises(wfc.ConfigError) as refused:
         wfc.check_config(config)
     assert str(refused.value) == (
-        "config field models.piper-joe.voice.clone: the local launcher's server cannot clone "
-        "voices (give a speaker)"
+        "config field models.piper-joe.voice.clone: the local server cannot clone voices "
+        "(give a speaker)"
     )
 
 
