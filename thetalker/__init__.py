@@ -5,4 +5,6 @@ arrival, and derives RTFx, time to first audio and stream continuity from the
 records (`thetalker.metrics`, the one implementation of each figure).
 """
 
+__all__ = ["__version__"]
+
 __version__ = "0.1.0"

@@ -15,9 +15,10 @@ import aiohttp
 
 from tests.support.scripted_server import Script, ScriptedServer
 from thetalker.client.context import RunContext
+from thetalker.client.exchange import Exchange
 from thetalker.client.handoff import last_read, note_read
 from thetalker.client.options import BenchOptions
-from thetalker.client.receive import _Exchange, _receive
+from thetalker.client.receive import receive_response
 from thetalker.client.sinks import ThreadSink
 from thetalker.data.prompts import Prompt
 
@@ -84,12 +85,12 @@ async def test_close_writes_every_record_still_held(tmp_path: Path):
 
 async def test_the_receive_loop_notes_each_read(scripted_server: ScriptedServer):
     scripted_server.default = Script(chunks=((0.0, 4800), (0.05, 4800)))
-    ex = _Exchange(0, Prompt("id0", "noted"), warmup=False)
+    ex = Exchange(0, Prompt("id0", "noted"), warmup=False)
     async with aiohttp.ClientSession() as session:
         url = f"{scripted_server.base_url}/v1/audio/speech"
         body = json.dumps(
             {"input": "noted", "stream": True, "stream_format": "audio", "response_format": "pcm"}
         )
-        await _receive(session, url, body.encode(), 60.0, False, ex)
+        await receive_response(session, url, body.encode(), 60.0, False, ex)
     assert ex.status == 200 and ex.failure is None and len(ex.times) >= 2
     assert last_read() == ex.times[-1]  # the stamp of its last read, as the records keep it

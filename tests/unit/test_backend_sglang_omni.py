@@ -14,9 +14,9 @@ from thetalker import backends
 from thetalker.client.body import build_request_body
 from thetalker.client.context import RunContext
 from thetalker.client.decode import sse_chunks
+from thetalker.client.exchange import Exchange
 from thetalker.client.http_record import build_http_record
 from thetalker.client.options import BenchOptions, OptionsError, validate_options
-from thetalker.client.receive import _Exchange
 from thetalker.data.prompts import Prompt
 from thetalker.data.records import ERROR_TYPES
 from thetalker.lifecycle.launch import ServerSpec, build_command
@@ -88,7 +88,7 @@ def test_a_full_queue_is_overloaded_and_other_refusals_stay_http_status():
 def _record(rate_header: str | None, run_rate: int, tmp_path: Path):
     opts = BenchOptions(server="sglang-omni", speaker="ryan")
     ctx = RunContext.for_run(opts, tmp_path, 0.0, run_rate)
-    ex = _Exchange(0, Prompt("s0", "Hi."), False, t_send=0.0, t_end=1.0, status=200)
+    ex = Exchange(0, Prompt("s0", "Hi."), False, t_send=0.0, t_end=1.0, status=200)
     ex.content_type, ex.rate_header = "audio/pcm", rate_header
     ex.times, ex.pieces, ex.ends = [0.5], [b"\x00\x00" * 2400], [True]
     return build_http_record(ctx, ex)

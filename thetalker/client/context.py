@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from thetalker import metrics
 from thetalker.backends import ServerApi
+from thetalker.client.exchange import Exchange
 from thetalker.client.options import BenchOptions, server_api
-from thetalker.client.receive import _Exchange
 from thetalker.data.records import RequestFigures, error_info
 from thetalker.data.wavio import write_wav
 
@@ -71,7 +71,7 @@ def audio_file_name(request_index: int, sample_id: str) -> str:
     return f"{request_index:05d}_{safe_id}.wav"
 
 
-def audio_file(ctx: RunContext, ex: _Exchange) -> Path:
+def audio_file(ctx: RunContext, ex: Exchange) -> Path:
     assert ctx.save_dir is not None
     return ctx.save_dir / audio_file_name(ex.request_index, ex.prompt.sample_id)
 
@@ -149,7 +149,7 @@ def figures_of(
     return figures if ok else dataclasses.replace(figures, continuity_ok=False)
 
 
-def saved_audio(ctx: RunContext, ex: _Exchange, ok: bool, pcm: bytes, rate: int) -> str | None:
+def saved_audio(ctx: RunContext, ex: Exchange, ok: bool, pcm: bytes, rate: int) -> str | None:
     """Write a scored, successful request's audio when the run saves it; its shown path."""
     wanted = ctx.save_below_index is None or ex.request_index < ctx.save_below_index
     if not (ok and not ex.warmup and ctx.save_dir is not None and wanted):
@@ -177,7 +177,7 @@ class RecordSink(Protocol):
 
     on_failure: Callable[[str], None] | None
 
-    def put(self, ex: _Exchange | dict[str, Any]) -> None: ...
+    def put(self, ex: Exchange | dict[str, Any]) -> None: ...
 
     def wait_ready(self) -> None:
         """Block until the sink can take records without costing the receive loop; call it

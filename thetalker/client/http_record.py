@@ -5,13 +5,13 @@ from __future__ import annotations
 from thetalker.api.speech import error_message
 from thetalker.client.context import RunContext, exchange_fields, figures_of, saved_audio
 from thetalker.client.decode import drop_front, server_chunks, sse_chunks, strip_wav_header
-from thetalker.client.receive import _ERROR_BODY_LIMIT, _Exchange, _is_stream_type
+from thetalker.client.exchange import ERROR_BODY_LIMIT, Exchange, is_stream_type
 from thetalker.data.records import Record
 
 __all__ = ["build_http_record"]
 
 
-def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
+def build_http_record(ctx: RunContext, ex: Exchange) -> Record:
     """Decode the exchange, type its failure, derive its figures, save its audio."""
     opts, rate = ctx.opts, ctx.sample_rate
     failure = ex.failure
@@ -42,11 +42,11 @@ def build_http_record(ctx: RunContext, ex: _Exchange) -> Record:
         if read_times is not None and read_sizes is not None:
             read_times, read_sizes = drop_front(read_times, read_sizes, whole - len(pcm))
     if failure is None:
-        limit = _ERROR_BODY_LIMIT  # what the receive loop reads of a non-audio body
+        limit = ERROR_BODY_LIMIT  # what the receive loop reads of a non-audio body
         if status is not None and status >= 400:
             message = error_message(ex.error_body, status, ex.content_type, limit)
             failure = (api.errors.failure_type(status, message), message)
-        elif not _is_stream_type(ex.content_type, opts.stream_format == "sse"):
+        elif not is_stream_type(ex.content_type, opts.stream_format == "sse"):
             shown = error_message(ex.error_body, status, ex.content_type, limit)
             failure = ("content_type", f"HTTP {status} {ex.content_type}: {shown}")
         elif not pcm:

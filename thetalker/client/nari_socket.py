@@ -29,12 +29,12 @@ from typing import Any
 
 import aiohttp
 
+from thetalker.client.exchange import WsExchange
 from thetalker.client.websocket import (
-    WsExchange,
-    _receive_frames,
-    _send_text,
     agent_session,
     connect,
+    receive_frames,
+    send_text,
 )
 
 __all__ = ["SUBPROTOCOL", "MAX_APPENDS", "batch_pieces", "run_nari_session"]
@@ -107,5 +107,5 @@ async def run_nari_session(
         if on_open is not None:
             on_open()
         await ws.send_str(start_text)
-        running.sender = asyncio.create_task(_send_text(ws, pieces, offsets, ex, _append, _end))
-        await _receive_frames(ws, ex, "response.done", _stop_reason)
+        running.sender = asyncio.create_task(send_text(ws, pieces, offsets, ex, _append, _end))
+        await receive_frames(ws, ex, "response.done", _stop_reason)

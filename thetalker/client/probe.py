@@ -14,14 +14,9 @@ import aiohttp
 
 from thetalker.api.speech import error_message, speech_url
 from thetalker.backends import SAMPLE_RATE_HEADER, ServerApi
+from thetalker.client.exchange import describe, is_stream_type
 from thetalker.client.options import ProbeError, RequestRefusedError, SampleRateError
-from thetalker.client.receive import (
-    MAX_RESPONSE_BYTES,
-    ResponseTooLarge,
-    _describe,
-    _is_stream_type,
-    read_at_most,
-)
+from thetalker.client.receive import MAX_RESPONSE_BYTES, ResponseTooLarge, read_at_most
 from thetalker.data.wavio import WavError, parse_wav_header
 from thetalker.util.http_get import redirect_note
 from thetalker.util.redact import redact_url
@@ -86,7 +81,7 @@ def _request_error(
         return ProbeError(f"{what} to {shown}: no answer within {timeout_s:g} s")
     if isinstance(exc, ResponseTooLarge):
         return ProbeError(f"{what} to {shown}: {exc}")
-    return ProbeError(f"{what} to {shown}: {_describe(exc)}")
+    return ProbeError(f"{what} to {shown}: {describe(exc)}")
 
 
 async def _rate_from_header(
@@ -106,7 +101,7 @@ async def _rate_from_header(
             session.post(url, json=body, allow_redirects=False) as resp,
         ):
             _refuse_redirect(resp, redact_url(url))
-            if resp.status >= 400 or not _is_stream_type(resp.content_type, sse):
+            if resp.status >= 400 or not is_stream_type(resp.content_type, sse):
                 data = await resp.content.read(_ERROR_READ)
                 refused = refusal(redact_url(url), resp.status, resp.content_type, data, sse)
                 if refused is not None:
@@ -134,7 +129,7 @@ def refusal(
     if 400 <= status < 500:
         message = error_message(data, status, content_type)
         return RequestRefusedError(f"streamed request to {shown}: HTTP {status}: {message}")
-    if status < 400 and not _is_stream_type(content_type, sse):
+    if status < 400 and not is_stream_type(content_type, sse):
         asked = "text/event-stream (stream_format sse)" if sse else "audio (stream_format audio)"
         return RequestRefusedError(
             f"streamed request to {shown}: HTTP {status} {content_type or 'with no type'}, "
@@ -159,7 +154,7 @@ async def check_stream(
             session.post(url, data=body, headers=headers, allow_redirects=False) as resp,
         ):
             _refuse_redirect(resp, redact_url(url), "streamed request")
-            if resp.status >= 400 or not _is_stream_type(resp.content_type, sse):
+            if resp.status >= 400 or not is_stream_type(resp.content_type, sse):
                 data = await resp.content.read(_ERROR_READ)
                 refused = refusal(redact_url(url), resp.status, resp.content_type, data, sse)
             else:

@@ -6,23 +6,32 @@ each one, `read_arrival_s`) it stamps `time.perf_counter()` once and appends to 
 all decoding happens later (`thetalker.client.decode`, `thetalker.client.record`). The
 request's own stamps (connection held, body sent) come from its body and the pool
 (`StampedBody`, `StampingConnector`), off this loop.
-`_Exchange` (what one request observed) and `_receive` are this package's seam to it.
+`receive_response` is this package's seam to it; what it fills is an `Exchange`
+(thetalker.client.exchange).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
+from thetalker.client.exchange import ERROR_BODY_LIMIT, Exchange, describe, is_stream_type
 from thetalker.client.handoff import note_read
-from thetalker.data.prompts import Prompt
 from thetalker.util.http_get import redirect_note
 
-_ERROR_BODY_LIMIT = 64 * 1024
+__all__ = [
+    "MAX_RESPONSE_BYTES",
+    "ResponseTooLarge",
+    "StampedBody",
+    "StampingConnector",
+    "read_at_most",
+    "receive_response",
+    "too_large",
+]
+
 # The most one response may bring (its audio, or a probe's): past it the request fails
 # (`too_large`) and the rest is not read. Without it a server streaming without end fills
 # memory at the network's pace until the timeout (5.2 GB in 3 s on loopback). The agent
@@ -31,42 +40,13 @@ _ERROR_BODY_LIMIT = 64 * 1024
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 
-@dataclass
-class _Exchange:
-    """Raw observations of one request, filled on the receive path and processed later."""
-
-    request_index: int
-    prompt: Prompt
-    warmup: bool
-    scheduled: float | None = None  # open loop: perf_counter time it was due
-    t_send: float | None = None
-    t_end: float | None = None
-    status: int | None = None
-    content_type: str | None = None
-    times: list[float] = field(default_factory=list)  # perf_counter at each non-empty piece
-    pieces: list[bytes] = field(default_factory=list)
-    ends: list[bool] = field(default_factory=list)  # piece ends a server chunk
-    error_body: bytes = b""
-    failure: tuple[str, str] | None = None  # (error type, message) seen on the receive path
-    rate_header: str | None = None  # the response's sample-rate header, where the server has one
-    trace: dict[str, Any] = field(default_factory=dict)  # `StampedBody`'s, the connector's
-    on_wire: bool = False  # counted in flight by its sender (thetalker.client.sender)
-
-
-def _is_stream_type(content_type: str | None, sse: bool) -> bool:
-    content_type = (content_type or "").lower()
-    if sse:
-        return content_type == "text/event-stream"
-    return content_type.startswith("audio/") or content_type == "application/octet-stream"
-
-
-async def _receive(
+async def receive_response(
     session: aiohttp.ClientSession,
     url: str,
     body: bytes,
     timeout_s: float,
     sse: bool,
-    ex: _Exchange,
+    ex: Exchange,
     rate_header: str | None = None,
 ) -> None:
     """Send one request and collect its body; never raises except CancelledError.
@@ -89,8 +69,8 @@ async def _receive(
                 location = resp.headers.get("Location")
                 ex.failure = ("http_status", redirect_note(resp.status, location, url))
                 return
-            if resp.status >= 400 or not _is_stream_type(resp.content_type, sse):
-                ex.error_body = await resp.content.read(_ERROR_BODY_LIMIT)
+            if resp.status >= 400 or not is_stream_type(resp.content_type, sse):
+                ex.error_body = await resp.content.read(ERROR_BODY_LIMIT)
                 return
             # The hot loop: one clock read, three appends, the read noted and its size
             # counted per piece.
@@ -111,10 +91,10 @@ async def _receive(
     except TimeoutError:
         ex.failure = ("timeout", f"no complete response within {timeout_s:g} s")
     except aiohttp.ClientPayloadError as exc:
-        ex.failure = ("truncated", f"body cut short: {_describe(exc)}")
+        ex.failure = ("truncated", f"body cut short: {describe(exc)}")
     except (aiohttp.ClientError, OSError) as exc:
         kind = "connection" if ex.status is None else "truncated"
-        ex.failure = (kind, _describe(exc))
+        ex.failure = (kind, describe(exc))
     finally:
         ex.t_end = time.perf_counter()
 
@@ -140,11 +120,6 @@ async def read_at_most(resp: aiohttp.ClientResponse) -> bytes:
             raise ResponseTooLarge(too_large(limit))
         parts.append(data)
     return b"".join(parts)
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class StampedBody(aiohttp.BytesPayload):

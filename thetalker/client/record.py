@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from thetalker.client.context import RunContext
+from thetalker.client.exchange import Exchange, WsExchange
 from thetalker.client.http_record import build_http_record
-from thetalker.client.receive import _Exchange
-from thetalker.client.websocket import WsExchange
 from thetalker.client.ws_record import build_ws_record
 from thetalker.data.records import Record
 
 __all__ = ["build_record"]
 
 
-def build_record(ctx: RunContext, ex: _Exchange | WsExchange) -> Record:
+def build_record(ctx: RunContext, ex: Exchange | WsExchange) -> Record:
     """Decode the exchange, type its failure, derive its figures, save its audio."""
     if isinstance(ex, WsExchange):  # the agent mode's session
         return build_ws_record(ctx, ex)

@@ -17,6 +17,7 @@ from thetalker.api.speech import SpeechApiError, normalize_base_url, register_vo
 from thetalker.backends import SAMPLE_RATE_HEADER, ServerApi
 from thetalker.client.body import BodyEncoder, build_request_body
 from thetalker.client.context import RunContext
+from thetalker.client.exchange import Exchange
 from thetalker.client.gc_pause import no_gc_pauses
 from thetalker.client.options import (
     BenchError,
@@ -35,7 +36,6 @@ from thetalker.client.progress import (
     point_label,
     report_every,
 )
-from thetalker.client.receive import _Exchange
 from thetalker.client.schedule import arrival_offsets, closed_loop, dispatch, new_event_loop
 from thetalker.client.sender import Sender, open_session
 from thetalker.client.sinks import open_sink
@@ -100,7 +100,7 @@ async def arun_benchmark(
     rate_source = "explicit" if opts.sample_rate else "auto"
     tally = Tally(point_label(opts.concurrency, opts.request_rate), opts.requests)
 
-    def count(ex: _Exchange) -> None:  # scored requests only; the record decides the rest
+    def count(ex: Exchange) -> None:  # scored requests only; the record decides the rest
         if not ex.warmup:
             tally.add(not (ex.failure or (ex.status or 0) >= 400))
 

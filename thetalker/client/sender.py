@@ -19,8 +19,9 @@ from thetalker.api.speech import speech_url
 from thetalker.backends import ServerApi
 from thetalker.client.body import BodyEncoder
 from thetalker.client.context import RecordSink
+from thetalker.client.exchange import Exchange
 from thetalker.client.options import BenchOptions
-from thetalker.client.receive import StampingConnector, _Exchange, _receive
+from thetalker.client.receive import StampingConnector, receive_response
 from thetalker.client.schedule import Item
 
 __all__ = ["open_session", "InFlight", "Sender"]
@@ -98,7 +99,7 @@ class InFlight:
 class Sender(InFlight):
     """`await sender(item, scheduled)` sends one request; counts what is in flight."""
 
-    _exchange_type = _Exchange
+    _exchange_type = Exchange
 
     def __init__(
         self,
@@ -107,7 +108,7 @@ class Sender(InFlight):
         encoder: BodyEncoder,
         sink: RecordSink,
         api: ServerApi,
-        on_done: Callable[[_Exchange], None] | None = None,
+        on_done: Callable[[Exchange], None] | None = None,
     ) -> None:
         self._session = session
         self._url = speech_url(opts.base_url)
@@ -119,10 +120,10 @@ class Sender(InFlight):
 
     async def __call__(self, item: Item, scheduled: float | None) -> None:
         index, prompt, warmup = item
-        ex = _Exchange(index, prompt, warmup, scheduled)
+        ex = Exchange(index, prompt, warmup, scheduled)
         ex.trace["on_wire"] = partial(self._on_wire, ex)
         body = self._encoder.encode(prompt.text, index)
-        receive = _receive(
+        receive = receive_response(
             self._session, self._url, body, self._timeout_s, self._sse, ex, self._rate_header
         )
         await self._track(ex, receive, "request")

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from thetalker.client.context import RecordSink, RunContext
+from thetalker.client.exchange import Exchange
 from thetalker.client.handoff import QuietHandoff
 from thetalker.client.options import BenchError, effective_workers
-from thetalker.client.receive import _Exchange
 from thetalker.client.record import build_record
 from thetalker.client.writer_process import RecordWriterProcess
 from thetalker.client.writes import RecordWrites, describe_write
@@ -54,12 +54,12 @@ class ThreadSink:
         self._forward = forward
         out = RecordAppender(path.open("w", encoding="utf-8")) if path is not None else None
         self._writes = RecordWrites(out, self._report)
-        self._queue: queue.SimpleQueue[_Exchange | dict[str, Any] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Exchange | dict[str, Any] | None] = queue.SimpleQueue()
         self._handoff = QuietHandoff(self._queue.put)  # see put
         self._thread = threading.Thread(target=self._run, name="thetalker-records", daemon=True)
         self._thread.start()
 
-    def put(self, ex: _Exchange | dict[str, Any]) -> None:
+    def put(self, ex: Exchange | dict[str, Any]) -> None:
         """Held while the receive loop is busy, to the thread at its first quiet moment
         (thetalker.client.handoff); everything held goes at close."""
         self._handoff.put(ex)
@@ -80,7 +80,7 @@ class ThreadSink:
             writes.run(lambda ex=ex: self._keep(ex))
         writes.finish()
 
-    def _keep(self, ex: _Exchange | dict[str, Any]) -> None:
+    def _keep(self, ex: Exchange | dict[str, Any]) -> None:
         record = ex if isinstance(ex, dict) else build_record(self.ctx, ex).to_json()
         if self._writes.out is not None:
             self._writes.out.append(record)

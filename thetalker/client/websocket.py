@@ -22,26 +22,30 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
 from thetalker.api.speech import normalize_base_url
 from thetalker.backends import ServerApi
+from thetalker.client.exchange import WsExchange, describe
 from thetalker.client.handoff import note_read
 from thetalker.client.options import BenchOptions, server_api
 from thetalker.client.pacing import load_trace, piece_offsets, text_pieces, words_per_s
-from thetalker.client.receive import MAX_RESPONSE_BYTES, _describe, too_large
-from thetalker.data.prompts import Prompt
+from thetalker.client.receive import MAX_RESPONSE_BYTES, too_large
 
 __all__ = [
     "STREAM_PATH",
-    "WsExchange",
+    "MAX_FRAME_BYTES",
     "stream_url",
     "session_config",
     "TextPlan",
     "run_session",
+    "agent_session",
+    "connect",
+    "receive_frames",
+    "send_text",
 ]
 
 STREAM_PATH = "/v1/audio/speech/stream"
@@ -64,32 +68,6 @@ def stream_url(base_url: str, path: str = STREAM_PATH) -> str:
     url = normalize_base_url(base_url)
     scheme, rest = url.split("://", 1)
     return ("wss" if scheme == "https" else "ws") + "://" + rest + path
-
-
-@dataclass
-class WsExchange:
-    """Raw observations of one session, filled on the receive path and processed later."""
-
-    request_index: int
-    prompt: Prompt
-    warmup: bool
-    scheduled: float | None = None  # open loop: perf_counter time it was due
-    protocol: str = "websocket"
-    t_send: float | None = None  # the connection was asked for
-    t_open: float | None = None  # the handshake finished
-    t_end: float | None = None
-    status: int | None = None  # 101 once upgraded, else the handshake's HTTP status
-    text_times: list[float] = field(default_factory=list)  # perf_counter at each input.text
-    text_pieces: list[str] = field(default_factory=list)
-    t_input_done: float | None = None
-    times: list[float] = field(default_factory=list)  # perf_counter at each binary frame
-    pieces: list[bytes] = field(default_factory=list)
-    # (time, raw JSON text, frames received before it): frames after an audio.start are its
-    events: list[tuple[float, str, int]] = field(default_factory=list)
-    session_done: bool = False
-    close_code: int | None = None
-    failure: tuple[str, str] | None = None  # (error type, message) seen on the receive path
-    on_wire: bool = False  # counted in flight by its sender (from the handshake's end)
 
 
 def session_config(
@@ -140,7 +118,7 @@ def _vllm_done(_sequence: int) -> str:
     return _INPUT_DONE
 
 
-async def _send_text(
+async def send_text(
     ws: aiohttp.ClientWebSocketResponse,
     pieces: Sequence[str],
     offsets: Sequence[float],
@@ -169,7 +147,7 @@ async def _send_text(
         return  # the server closed the socket: the receive loop records how
 
 
-async def _receive_frames(
+async def receive_frames(
     ws: aiohttp.ClientWebSocketResponse,
     ex: WsExchange,
     done: str = "session.done",
@@ -243,7 +221,7 @@ def _closed_message(
     """Why the socket is gone before `done` (the protocol's last event)."""
     code = ws.close_code
     if msg.type == aiohttp.WSMsgType.ERROR:
-        return f"the socket failed before {done}: {_describe(msg.data)}"
+        return f"the socket failed before {done}: {describe(msg.data)}"
     return f"the server closed the socket before {done} (close code {code})"
 
 
@@ -284,7 +262,7 @@ async def agent_session(
         ex.failure = timeout if timeout_wins else (ex.failure or timeout)
     except (aiohttp.ClientError, OSError) as exc:
         kind = "connection" if ex.t_open is None else "closed_early"
-        ex.failure = ex.failure or (kind, _describe(exc))
+        ex.failure = ex.failure or (kind, describe(exc))
     finally:
         if ex.t_end is None:
             ex.t_end = time.perf_counter()
@@ -318,8 +296,8 @@ async def run_session(
         if on_open is not None:
             on_open()
         await ws.send_str(config_text)
-        running.sender = asyncio.create_task(_send_text(ws, pieces, offsets, ex))
-        await _receive_frames(ws, ex)
+        running.sender = asyncio.create_task(send_text(ws, pieces, offsets, ex))
+        await receive_frames(ws, ex)
         if ex.session_done:
             with contextlib.suppress(ConnectionError, aiohttp.ClientError):
                 await ws.send_str(_SESSION_CLOSE)

@@ -23,10 +23,10 @@ from thetalker.backends import ServerApi
 from thetalker.client.body import BodyEncoder
 from thetalker.client.child import ParentWatch
 from thetalker.client.context import RunContext
+from thetalker.client.exchange import describe
 from thetalker.client.gc_pause import no_gc_pauses
 from thetalker.client.options import BenchError, BenchOptions, effective_workers
 from thetalker.client.progress import Tally
-from thetalker.client.receive import _describe
 from thetalker.client.schedule import Item, arrival_offsets, dispatch, new_event_loop
 from thetalker.client.sender import Sender, open_session
 from thetalker.client.sinks import RecordSink, ThreadSink
@@ -93,7 +93,7 @@ def _worker_main(plan: WorkerPlan, results: Any, go: Any, t_go: Any) -> None:
     except asyncio.CancelledError:
         pass
     except BaseException as exc:  # reported by the parent, which stops the run
-        results.put(("error", plan.worker_id, _describe(exc)))
+        results.put(("error", plan.worker_id, describe(exc)))
     finally:
         results.put(("done", plan.worker_id, None))
         _flush_while_parent_lives(results, watch)

@@ -34,9 +34,9 @@ from typing import Any
 
 from thetalker.client.child import ParentWatch
 from thetalker.client.context import RunContext
+from thetalker.client.exchange import Exchange
 from thetalker.client.handoff import QuietHandoff
 from thetalker.client.options import BenchError
-from thetalker.client.receive import _Exchange
 from thetalker.client.record import build_record
 from thetalker.client.writes import RecordWrites, describe_write
 from thetalker.data.appender import RecordAppender
@@ -115,7 +115,7 @@ class RecordWriterProcess:
         if gone_early or self._error is not None:  # or e.g. another copy of thetalker there
             raise BenchError(f"writing records failed: {self._error or self._end}")
 
-    def put(self, ex: _Exchange | dict[str, Any]) -> None:
+    def put(self, ex: Exchange | dict[str, Any]) -> None:
         """Held while the receive loop is busy, to the writer at its first quiet moment
         (thetalker.client.handoff); everything held goes at close."""
         self._handoff.put((WriterMessage.EXCHANGE, ex))

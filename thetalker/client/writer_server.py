@@ -12,4 +12,6 @@ from __future__ import annotations
 
 import signal
 
+__all__: list[str] = []  # imported for its one effect
+
 signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from thetalker.client.receive import _describe
+from thetalker.client.exchange import describe
 from thetalker.data.appender import RecordAppender
 from thetalker.data.records import RecordWriteError
 
@@ -60,5 +60,5 @@ class RecordWrites:
 
 
 def describe_write(exc: BaseException) -> str:
-    """A write failure's own message (it names the file); anything else as `_describe`."""
-    return str(exc) if isinstance(exc, RecordWriteError) else _describe(exc)
+    """A write failure's own message (it names the file); anything else as `describe`."""
+    return str(exc) if isinstance(exc, RecordWriteError) else describe(exc)

@@ -17,7 +17,7 @@ from typing import Any
 from thetalker import metrics
 from thetalker.backends import AgentProtocol
 from thetalker.client.context import RunContext, exchange_fields, figures_of, saved_audio
-from thetalker.client.websocket import WsExchange
+from thetalker.client.exchange import WsExchange
 from thetalker.data.records import Record
 
 __all__ = ["build_ws_record", "parse_events", "missing_output", "sentence_units"]

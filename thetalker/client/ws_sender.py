@@ -13,11 +13,12 @@ import aiohttp
 
 from thetalker.backends import ServerApi
 from thetalker.client.context import RecordSink
+from thetalker.client.exchange import WsExchange
 from thetalker.client.nari_socket import run_nari_session
 from thetalker.client.options import BenchOptions
 from thetalker.client.schedule import Item
 from thetalker.client.sender import InFlight
-from thetalker.client.websocket import TextPlan, WsExchange, run_session, stream_url
+from thetalker.client.websocket import TextPlan, run_session, stream_url
 
 __all__ = ["SessionRunner", "session_runner", "WsSender"]
 

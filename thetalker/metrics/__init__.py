@@ -22,9 +22,19 @@ the start buffer), `point` (per-request metrics, point summaries, cost), `interv
 Everything is re-exported here: `from thetalker import metrics`.
 """
 
+from thetalker.metrics import agent, intervals, onset, players, point, stream
 from thetalker.metrics.agent import *  # noqa: F403
 from thetalker.metrics.intervals import *  # noqa: F403
 from thetalker.metrics.onset import *  # noqa: F403
 from thetalker.metrics.players import *  # noqa: F403
 from thetalker.metrics.point import *  # noqa: F403
 from thetalker.metrics.stream import *  # noqa: F403
+
+__all__ = [
+    *agent.__all__,
+    *intervals.__all__,
+    *onset.__all__,
+    *players.__all__,
+    *point.__all__,
+    *stream.__all__,
+]

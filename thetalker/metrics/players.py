@@ -33,9 +33,9 @@ import numpy as np
 
 from thetalker.metrics.stream import (
     CONTINUITY_THRESHOLD_S,
-    _chunk_play_starts,
-    _valid_timeline,
     bytes_per_second,
+    chunk_play_starts,
+    valid_timeline,
 )
 
 __all__ = [
@@ -117,9 +117,9 @@ def pausing_stalls_s(record: Mapping[str, Any]) -> list[float]:
     arrivals = record.get("chunk_arrival_s") or []
     sizes = record.get("chunk_bytes") or []
     bps = bytes_per_second(int(record.get("sample_rate") or 0))
-    if not _valid_timeline(arrivals, sizes, bps):
+    if not valid_timeline(arrivals, sizes, bps):
         return []
-    starts, ends = _chunk_play_starts(arrivals, sizes, bps)
+    starts, ends = chunk_play_starts(arrivals, sizes, bps)
     gaps = starts[1:] - ends[:-1]
     return [float(g) for g in gaps if g > _STALL_EPSILON_S]
 

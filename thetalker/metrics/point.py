@@ -14,12 +14,12 @@ from thetalker.metrics.players import summarize_players
 from thetalker.metrics.stream import (
     CONTINUITY_THRESHOLD_S,
     PERCENTILES,
-    _valid_timeline,
     bytes_per_second,
     compute_continuity_stats,
     compute_stalls,
     playable_timeline,
     playback_time_s,
+    valid_timeline,
 )
 
 __all__ = [
@@ -80,7 +80,7 @@ def request_metrics(
     bps = bytes_per_second(sample_rate, sample_width_bytes, channels)
     total = int(sum(int(b) for b in chunk_bytes))
     audio_s = total / bps if bps > 0 else 0.0
-    has_audio = _valid_timeline(chunk_arrival_s, chunk_bytes, bps) and total > 0
+    has_audio = valid_timeline(chunk_arrival_s, chunk_bytes, bps) and total > 0
     arrivals, sizes = chunk_arrival_s, chunk_bytes
     first: float | None = float(chunk_arrival_s[0]) if has_audio else None
     if read_arrival_s is not None and read_bytes is not None and has_audio:

@@ -59,7 +59,7 @@ class ContinuityStats:
     is_continuous: bool = True
 
 
-def _valid_timeline(arrival_s: Sequence[float], nbytes: Sequence[int], bps: float) -> bool:
+def valid_timeline(arrival_s: Sequence[float], nbytes: Sequence[int], bps: float) -> bool:
     return len(arrival_s) > 0 and len(arrival_s) == len(nbytes) and bps > 0
 
 
@@ -80,7 +80,7 @@ def compute_continuity_stats(
     Nothing is checked after the last chunk.
     """
     bps = bytes_per_second(sample_rate, sample_width, channels)
-    if not _valid_timeline(chunk_arrival_times_s, chunk_bytes, bps):
+    if not valid_timeline(chunk_arrival_times_s, chunk_bytes, bps):
         return ContinuityStats()
     t0 = float(chunk_arrival_times_s[0])
     received = int(chunk_bytes[0])
@@ -108,7 +108,7 @@ class StallStats:
 _STALL_EPSILON_S = 1e-9
 
 
-def _chunk_play_starts(
+def chunk_play_starts(
     chunk_arrival_s: Sequence[float], chunk_bytes: Sequence[int], bps: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """When a pausing player starts and ends each chunk (seconds, same clock as arrivals)."""
@@ -156,9 +156,9 @@ def compute_stalls(
     channels: int = 1,
 ) -> StallStats:
     bps = bytes_per_second(sample_rate, sample_width_bytes, channels)
-    if not _valid_timeline(chunk_arrival_s, chunk_bytes, bps):
+    if not valid_timeline(chunk_arrival_s, chunk_bytes, bps):
         return StallStats()
-    starts, ends = _chunk_play_starts(chunk_arrival_s, chunk_bytes, bps)
+    starts, ends = chunk_play_starts(chunk_arrival_s, chunk_bytes, bps)
     gaps = starts[1:] - ends[:-1]
     stalled = gaps > _STALL_EPSILON_S
     return StallStats(int(stalled.sum()), float(gaps[stalled].sum()))
@@ -175,10 +175,10 @@ def playback_time_s(
     """When a pausing real-time player that starts at the first byte plays the sample
     at `audio_position_s` (same clock as the arrivals); None when no such audio came."""
     bps = bytes_per_second(sample_rate, sample_width_bytes, channels)
-    if not _valid_timeline(chunk_arrival_s, chunk_bytes, bps):
+    if not valid_timeline(chunk_arrival_s, chunk_bytes, bps):
         return None
     target_byte = audio_position_s * bps
-    starts, _ = _chunk_play_starts(chunk_arrival_s, chunk_bytes, bps)
+    starts, _ = chunk_play_starts(chunk_arrival_s, chunk_bytes, bps)
     before = 0
     for start, nbytes in zip(starts, chunk_bytes, strict=True):
         if target_byte < before + int(nbytes):

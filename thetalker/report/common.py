@@ -49,7 +49,7 @@ NOT_DISTINGUISHABLE = "†"
 STOCK_CONTAMINATED = "(stock contaminated: see provenance.md)"
 _REQUIRED_COLUMNS = ("system", "model", "concurrency", "rtfx", "continuity_pct", "chars_per_s")
 _THRESHOLD_COLUMN = re.compile(r"^continuity_pct_(\d+(?:\.\d+)?)s$")
-_INTERVAL_NOTE = (
+INTERVAL_NOTE = (
     "± is half the 95% interval: over the N rounds of the point (Student t) when it ran "
     "N > 1 times, else a bootstrap over the run's requests with its window kept."
 )

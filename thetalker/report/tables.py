@@ -31,7 +31,7 @@ from thetalker.data import layout
 from thetalker.data.records import RecordError, read_rounds
 from thetalker.metrics import Interval, rtfx_ratio_interval
 from thetalker.report.common import (
-    _INTERVAL_NOTE,
+    INTERVAL_NOTE,
     MISSING,
     NOT_DISTINGUISHABLE,
     Row,
@@ -165,7 +165,7 @@ def throughput_table(
         rows.append([model, *cells])
     title = (
         f"RTFx at concurrency {headline}: seconds of audio delivered per second of wall clock, "
-        f"all streams together (a failed request delivers none). {_INTERVAL_NOTE}"
+        f"all streams together (a failed request delivers none). {INTERVAL_NOTE}"
     )
     if ratio:
         title += (

@@ -22,6 +22,31 @@ from thetalker.server.pieces import MAX_INPUT_CHARS
 from thetalker.server.prom import ServerMetrics
 from thetalker.server.voices import VoiceStore
 
+__all__ = [
+    "SERVED_MODEL_NAME",
+    "SPEAKER",
+    "SPEAKERS",
+    "TASK_TYPES",
+    "RESPONSE_FORMATS",
+    "STREAM_FORMATS",
+    "CONTENT_TYPES",
+    "SSE_CONTENT_TYPE",
+    "MAX_INSTRUCTIONS_CHARS",
+    "SAMPLES_PER_FRAME",
+    "ENGINE_KEY",
+    "VOICES_KEY",
+    "METRICS_KEY",
+    "MODEL_KEY",
+    "STARTED_AT_KEY",
+    "LIMITS_KEY",
+    "ApiError",
+    "invalid",
+    "refused",
+    "SpeechRequest",
+    "parse_speech_request",
+    "read_json_body",
+]
+
 SERVED_MODEL_NAME = "piper-joe"
 SPEAKER = "joe"
 SPEAKERS = (SPEAKER,)  # the built-in speakers
