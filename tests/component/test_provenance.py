@@ -48,6 +48,8 @@ TOP_LEVEL = (
     "resources",
 )
 
+STOCK = {"THESTAGE_VLLM_OMNI": "0"}  # how a config asks for stock vllm-omni
+
 
 class _SpeechApiStandIn(BaseHTTPRequestHandler):
     """/version and /v1/models as the speech API defines them; /slow never answers in time."""
@@ -342,27 +344,28 @@ def test_the_probe_reads_real_entry_points_in_the_given_environment(tmp_path, mo
         ("vllm.general_plugins", "thestage_speedup"),
         ("vllm_omni.platform_plugins", "thestage_platform"),
     }
-    stock = contamination(facts, None, "vllm-omni", {"THESTAGE_VLLM_OMNI": "0"})
+    stock = contamination(facts, None, {"THESTAGE_VLLM_OMNI": "0"})
     assert stock["stock"] and stock["stock_contaminated"]
     assert {p["name"] for p in stock["thestage_plugins"]} == {
         "thestage_speedup",
         "thestage_platform",
     }
-    # The thestage system itself is not stock: the same facts are no fault there.
-    assert not contamination(facts, None, "thestage-vllm-omni", {})["stock_contaminated"]
+    # The thestage system itself is not stock: the same facts are no fault there; nor does
+    # a system's name make it stock (issue 37: no server's name is tested).
+    assert not contamination(facts, None, {})["stock_contaminated"]
 
     # Not installed where the server runs (only here, not on its path): clean.
     clean = probe_serving_env(sys.executable, {**os.environ, "PYTHONPATH": ""})
     assert clean["packages"]["thestage-vllm-omni"] is None
-    assert not contamination(clean, None, "vllm-omni", {})["stock_contaminated"]
+    assert not contamination(clean, None, STOCK)["stock_contaminated"]
 
     # VLLM_PLUGINS, an allowlist, keeps it out; unless the server's log shows it active.
     allow = probe_serving_env(sys.executable, {**env, "VLLM_PLUGINS": "vllm_omni_register_models"})
     assert allow["VLLM_PLUGINS"] == "vllm_omni_register_models"
-    assert not contamination(allow, None, "vllm-omni", {})["stock_contaminated"]
+    assert not contamination(allow, None, STOCK)["stock_contaminated"]
     log = tmp_path / "server.log"
     log.write_text("INFO plugins: loaded thestage_speedup (thestage-vllm-omni 9.9.9)\n")
-    flagged = contamination(allow, log, "vllm-omni", {})
+    flagged = contamination(allow, log, STOCK)
     assert flagged["stock_contaminated"] and len(flagged["log_lines"]) == 1
 
 

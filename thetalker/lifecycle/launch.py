@@ -392,7 +392,7 @@ def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict | None
         return None
     python = sys.executable if how == "self" else server_python(cmd, env)
     facts = probe_serving_env(python, env, launch.packages)
-    verdict = contamination(facts, None, None, spec.env)
+    verdict = contamination(facts, None, spec.env)
     if verdict["stock_contaminated"]:
         names = ", ".join(str(p.get("name")) for p in verdict["thestage_plugins"]) or "?"
         print(

@@ -9,8 +9,8 @@ runs ``PROBE`` there with ``python -c`` and reads back JSON (versions of vllm, v
 thestage-vllm-omni, every plugin of those groups with the distribution that ships it, and
 ``VLLM_PLUGINS``).
 
-A stock point (the ``vllm-omni`` system, or any system whose env sets
-``THESTAGE_VLLM_OMNI=0``, the config's way of asking for stock) is ``stock_contaminated``
+A stock point (a system whose env sets ``THESTAGE_VLLM_OMNI=0``, the config's way of
+asking for stock: a system's name says nothing) is ``stock_contaminated``
 when thestage-vllm-omni is installed there and its plugin is allowed to load, or the server's
 log mentions it. ``contamination`` returns that verdict with its evidence.
 """
@@ -18,11 +18,9 @@ log mentions it. ``contamination`` returns that verdict with its evidence.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -126,9 +124,10 @@ def probe_serving_env(
         return {"python": python, "error": "the probe printed no JSON"}
 
 
-def is_stock(system: str | None, env: Mapping[str, str] | None) -> bool:
-    """Whether a point is meant to be stock vllm-omni (see the module docstring)."""
-    return system == "vllm-omni" or (env or {}).get("THESTAGE_VLLM_OMNI") == "0"
+def is_stock(env: Mapping[str, str] | None) -> bool:
+    """Whether a point is meant to be stock vllm-omni: its system's env asks for it
+    (see the module docstring)."""
+    return (env or {}).get("THESTAGE_VLLM_OMNI") == "0"
 
 
 def _allowed(name: str, allowlist: str | None) -> bool:
@@ -159,7 +158,6 @@ def _log_mentions(log_path: str | Path | None, words: Sequence[str]) -> list[str
 def contamination(
     serving_env: Mapping[str, Any] | None,
     log_path: str | Path | None,
-    system: str | None,
     env: Mapping[str, str] | None,
 ) -> dict[str, Any]:
     """``{"stock", "stock_contaminated", "thestage_version", "thestage_plugins",
@@ -175,7 +173,7 @@ def contamination(
     active = [p for p in own if _allowed(str(p.get("name")), allowlist)]
     words = ["thestage", *{str(p.get("name")) for p in own}]
     lines = _log_mentions(log_path, words)
-    stock = is_stock(system, env)
+    stock = is_stock(env)
     installed = version is not None or bool(own)
     return {
         "stock": stock,
@@ -184,8 +182,3 @@ def contamination(
         "thestage_plugins": active,
         "log_lines": lines,
     }
-
-
-def probe_current() -> dict[str, Any]:
-    """The probe in this interpreter and environment (the local launcher's case)."""
-    return probe_serving_env(sys.executable, dict(os.environ))

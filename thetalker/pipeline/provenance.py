@@ -327,7 +327,7 @@ def collect_provenance(
         version = models = {"url": None, "error": "no server base_url given"}
     system = system if system is not None else job.get("system")
     serving_env = getattr(server, "serving_env", None)
-    stock = contamination(serving_env, getattr(server, "log_path", None), system, env)
+    stock = contamination(serving_env, getattr(server, "log_path", None), env)
     if stock["stock_contaminated"]:
         names = ", ".join(str(p.get("name")) for p in stock["thestage_plugins"]) or "none listed"
         print(

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from thetalker.data import layout
 from thetalker.data.manifest import SearchPoint, write_search_manifest
 from thetalker.pipeline.capacity_search import Load, manifest_of, search
 from thetalker.pipeline.job import BenchJob, BenchJobError, check_job_inputs
@@ -301,9 +302,30 @@ def run_job(
         [Path(r).parent for r in records[i * job.repeats : (i + 1) * job.repeats]]
         for i in range(len(loads))
     ]
+    for load, group in zip(loads, groups, strict=True):
+        for k, folder in enumerate(group, start=1):
+            _check_destination(folder / "records.jsonl", load, k if job.repeats > 1 else None)
     # Nothing is deleted before this job knows it is the run's only writer (run_lock).
     with run_lock(lock_path(server_log)):
         return _run_locked(job, loads, groups, server_log, search_manifest, launch)
+
+
+def _check_destination(path: Path, load: Load, round_k: int | None) -> None:
+    """The records file given for `load` (round `round_k`; None: a single run) names that
+    point in its folders (thetalker.data.layout): the outputs are matched to the points by
+    what they say, never by their order alone, so an order of `expand()` other than the
+    job's cannot put one point's records in another's folder. BenchJobError otherwise."""
+    try:
+        where = layout.point_location(path)
+    except layout.PointPathError as exc:
+        raise BenchJobError(f"records file {exc}") from None
+    said = where.point + (f"/{layout.round_name(where.round)}" if where.repeated else "")
+    wanted = load.label + (f"/{layout.round_name(round_k)}" if round_k is not None else "")
+    if said != wanted:
+        raise BenchJobError(
+            f"records file {path}: its folder says {said}, but it is given the load {wanted} "
+            "(the job's points in order: closed loop, then open loop, each round in turn)"
+        )
 
 
 def _run_locked(
