@@ -450,3 +450,30 @@ def test_the_fields_written_are_the_fields_declared(
     assert [Record(**r).to_json() for r in records] == records
     figures = metrics.request_metrics([0.1], [4800], b"\0\0" * 2400, 24000)
     assert set(figures) == {f.name for f in dataclasses.fields(RequestFigures)}
+
+
+@pytest.mark.parametrize("stream_format", ["audio", "sse"])
+def test_a_run_resolves_its_server_api_once(
+    scripted_server: ScriptedServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    stream_format: str,
+):
+    """Issue 37: the API is looked up once per run and carried as an object (body, sender,
+    probe, the record writer's context), never by its name again on the way."""
+    from thetalker import backends
+
+    asked: list[str] = []
+    real = backends.api
+
+    def counted(name: str) -> backends.ServerApi:
+        asked.append(name)
+        return real(name)
+
+    monkeypatch.setattr(backends, "api", counted)
+    summary, records = _run(
+        scripted_server, tmp_path, ["a", "b", "c"], sample_rate=None, warmup=1,
+        stream_format=stream_format,
+    )  # fmt: skip
+    assert summary["n_ok"] == 3 and len(records) == 4
+    assert asked == ["vllm-omni"]
