@@ -224,6 +224,14 @@ def _pooled_wilson(events: np.ndarray, trials: np.ndarray, confidence: float) ->
     return wilson_pct(k, n, confidence)
 
 
+def _pooled_rate(events: np.ndarray, trials: np.ndarray, axis: int = -1) -> np.ndarray:
+    """100 * sum(events) / sum(trials) along `axis` (vectorized over resamples); nan where
+    no trial was drawn (0/0: the resample is left out of the percentiles)."""
+    total = trials.sum(axis=axis)
+    rate = 100.0 * events.sum(axis=axis) / np.where(total > 0, total, 1)
+    return np.where(total > 0, rate, np.nan)
+
+
 def rate_pct(
     events: Sequence[float] | np.ndarray,
     trials: Sequence[float] | np.ndarray,
@@ -242,11 +250,7 @@ def rate_pct(
     if e.shape != t.shape or e.ndim != 1:
         raise ValueError(f"events and trials must be 1-D of one length: {e.shape} vs {t.shape}")
 
-    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        total = y.sum(axis=axis)
-        return np.where(total > 0, 100.0 * x.sum(axis=axis) / np.where(total > 0, total, 1), np.nan)
-
-    ci = bootstrap([e, t], stat, n_resamples, seed, confidence, paired=True)
+    ci = bootstrap([e, t], _pooled_rate, n_resamples, seed, confidence, paired=True)
     if at_bound(ci):
         exact = _pooled_wilson(e, t, confidence)
         if exact is not None:
@@ -273,12 +277,8 @@ def rate_change_pct(
     """
     arrays = [np.asarray(v, dtype=float) for v in (events_a, trials_a, events_b, trials_b)]
 
-    def rate(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
-        total = y.sum(axis=axis)
-        return np.where(total > 0, 100.0 * x.sum(axis=axis) / np.where(total > 0, total, 1), np.nan)
-
     def stat(ea: np.ndarray, ta: np.ndarray, eb: np.ndarray, tb: np.ndarray, axis: int = -1):
-        return rate(ea, ta, axis) - rate(eb, tb, axis)
+        return _pooled_rate(ea, ta, axis) - _pooled_rate(eb, tb, axis)
 
     ci = bootstrap(arrays, stat, n_resamples, seed, confidence, paired=True)
     if at_bound(ci):
