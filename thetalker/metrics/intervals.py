@@ -215,6 +215,13 @@ def newcombe_difference(a: Interval, b: Interval) -> Interval:
     return Interval(d, low, high, METHOD_NEWCOMBE, min(a.n, b.n), a.confidence)
 
 
+def _newcombe_for(ci: Interval, a: Interval, b: Interval) -> Interval:
+    """A change `ci` with no spread to resample: its value, with Newcombe's interval of the
+    two counts' Wilson intervals `a` and `b` (module note), at their confidence."""
+    d = newcombe_difference(a, b)
+    return Interval(ci.value, d.low, d.high, METHOD_NEWCOMBE, ci.n, d.confidence)
+
+
 def _pooled_wilson(events: np.ndarray, trials: np.ndarray, confidence: float) -> Interval | None:
     """The Wilson interval of sum(events) of sum(trials); None where it is no proportion
     (more events than trials: a WER over 100% from insertions, or no trials)."""
@@ -285,8 +292,7 @@ def rate_change_pct(
         a = _pooled_wilson(arrays[0], arrays[1], confidence)
         b = _pooled_wilson(arrays[2], arrays[3], confidence)
         if a is not None and b is not None:
-            d = newcombe_difference(a, b)
-            return Interval(ci.value, d.low, d.high, METHOD_NEWCOMBE, arrays[0].size, confidence)
+            return _newcombe_for(ci, a, b)
     return ci
 
 
@@ -501,10 +507,8 @@ def continuity_change_bootstrap(
     ci = bootstrap([fa, fb], stat, seed=seed, **kw)
     if at_bound(ci):  # e.g. every stream continuous in both runs: no spread, no certainty
         level = kw.get("confidence", CONFIDENCE)
-        d = newcombe_difference(
-            wilson_pct(int(sum(fa)), len(fa), level), wilson_pct(int(sum(fb)), len(fb), level)
-        )
-        return Interval(ci.value, d.low, d.high, METHOD_NEWCOMBE, ci.n, ci.confidence)
+        a = wilson_pct(int(sum(fa)), len(fa), level)
+        return _newcombe_for(ci, a, wilson_pct(int(sum(fb)), len(fb), level))
     return ci
 
 
