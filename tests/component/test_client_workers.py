@@ -23,6 +23,7 @@ import pytest
 
 from tests.support.causal import causal_faults, run_origins
 from tests.support.paths import REPO
+from tests.support.processes import pipe_write_blocked
 from tests.support.scripted_server import Script, ScriptedServer
 from thetalker.cli.bench import main as bench_main
 from thetalker.client import (
@@ -317,15 +318,6 @@ async def test_a_sigterm_to_the_writer_and_its_fork_server_costs_no_record(
     assert sorted(r["sample_id"] for r in records) == ["a", "b", "c", "d"]
 
 
-def _pipe_write_blocked(pid: int) -> bool:
-    """Whether a thread of `pid` sleeps in a pipe write (the kernel's wchan names it)."""
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError):
-            if "pipe_write" in (task / "wchan").read_text():
-                return True
-    return False
-
-
 def test_workers_of_a_sigkilled_parent_end_though_their_results_pipe_is_full(
     scripted_server: ScriptedServer, tmp_path: Path
 ):
@@ -352,7 +344,7 @@ def test_workers_of_a_sigkilled_parent_end_though_their_results_pipe_is_full(
         assert len(workers) == 2, [p.cmdline() for p in family]
         psutil.Process(parent.pid).suspend()
         end = time.monotonic() + 60  # records pile up until a worker's feeder blocks
-        while not any(_pipe_write_blocked(w.pid) for w in workers) and time.monotonic() < end:
+        while not any(pipe_write_blocked(w.pid) for w in workers) and time.monotonic() < end:
             time.sleep(0.05)
         parent.kill()
         parent.wait()

@@ -59,6 +59,26 @@ def logged_pids(log: Path) -> list[int]:
     return sorted(found)
 
 
+def _slow_spec(tmp_path: Path, record_path: Path) -> ServerSpec:
+    """The slow-stop fake server under the vllm-omni launcher, logging to server.log."""
+    return ServerSpec(
+        launcher="vllm-omni",
+        model_id="m",
+        executable=str(SLOW),
+        log_path=tmp_path / "server.log",
+        record_path=record_path,
+        check_gpu=False,
+        stop_grace_s=1.0,
+    )
+
+
+def _kill_logged(log: Path) -> None:
+    """SIGKILL what the fake server logged as its own, should a failed test leave it."""
+    for pid in logged_pids(log):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def wait_for(predicate, timeout_s: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -90,9 +110,7 @@ def launcher(tmp_path):
         if child.poll() is None:
             child.kill()
             child.wait()
-    for pid in logged_pids(log):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    _kill_logged(log)
 
 
 def test_two_ctrl_c_during_a_slow_stop_still_kill_the_group(launcher):
@@ -179,9 +197,7 @@ def test_a_server_whose_launcher_died_before_recording_its_pid_is_found_by_its_t
         for proc in (orphan, other):
             proc.kill()
             proc.wait()
-    for pid in logged_pids(tmp_path / "server.log"):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    _kill_logged(tmp_path / "server.log")
 
 
 def test_a_record_whose_pid_is_now_another_process_is_ignored(tmp_path):
@@ -202,24 +218,14 @@ def test_a_record_whose_pid_is_now_another_process_is_ignored(tmp_path):
         data["start_ticks"] = (data["start_ticks"] or 0) - 1  # an earlier process, same PID
         record_path.write_text(json.dumps(data))
         assert find_leftover(record_path) is None
-        spec = ServerSpec(
-            launcher="vllm-omni",
-            model_id="m",
-            executable=str(SLOW),
-            log_path=tmp_path / "server.log",
-            record_path=record_path,
-            check_gpu=False,
-            stop_grace_s=1.0,
-        )
+        spec = _slow_spec(tmp_path, record_path)
         with launch_server(spec) as server:
             assert pid_alive(other.pid), "an unrelated process with a reused PID was killed"
             assert server.pid != other.pid
     finally:
         other.kill()
         other.wait()
-        for pid in logged_pids(tmp_path / "server.log"):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _kill_logged(tmp_path / "server.log")
 
 
 def test_a_busy_fixed_port_is_refused_naming_its_pid(tmp_path):
@@ -422,24 +428,14 @@ def test_a_forged_record_naming_another_group_signals_nothing(tmp_path):
         write_record(record_path, pid=victim.pid, port=1, host="127.0.0.1", command=["vllm-omni"])
         assert find_leftover(record_path, warnings.append) is None
         assert f"PID {victim.pid} (sleep 60) is not the recorded server" in warnings[-1]
-        spec = ServerSpec(
-            launcher="vllm-omni",
-            model_id="m",
-            executable=str(SLOW),
-            log_path=tmp_path / "server.log",
-            record_path=record_path,
-            check_gpu=False,
-            stop_grace_s=1.0,
-        )
+        spec = _slow_spec(tmp_path, record_path)
         with launch_server(spec):
             assert pid_alive(victim.pid) and pid_alive(decoy.pid)
     finally:
         for proc in (decoy, victim):
             proc.kill()
             proc.wait()
-        for pid in logged_pids(tmp_path / "server.log"):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _kill_logged(tmp_path / "server.log")
 
 
 def test_a_run_with_nothing_to_do_still_names_a_leftover_server(tmp_path):
@@ -544,15 +540,7 @@ def test_a_rerun_stops_what_carries_the_token_outside_the_recorded_group(tmp_pat
     write_record(
         record_path, pid=gone.pid, port=1, host="127.0.0.1", command=SLEEP, token="t-daemon"
     )
-    spec = ServerSpec(
-        launcher="vllm-omni",
-        model_id="m",
-        executable=str(SLOW),
-        log_path=tmp_path / "server.log",
-        record_path=record_path,
-        check_gpu=False,
-        stop_grace_s=1.0,
-    )
+    spec = _slow_spec(tmp_path, record_path)
     try:
         from thetalker.lifecycle.leftover import leftover_warnings
 
@@ -566,9 +554,7 @@ def test_a_rerun_stops_what_carries_the_token_outside_the_recorded_group(tmp_pat
         for proc in (daemon, other):
             proc.kill()
             proc.wait()
-        for pid in logged_pids(tmp_path / "server.log"):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _kill_logged(tmp_path / "server.log")
 
 
 def test_a_forged_record_with_a_dead_leader_and_start_time_0_signals_nothing(tmp_path):
@@ -595,20 +581,10 @@ def test_a_forged_record_with_a_dead_leader_and_start_time_0_signals_nothing(tmp
             warnings: list[str] = []
             assert find_leftover(record_path, warnings.append) is None
             assert f"process group {victim.pid} has no process carrying" in warnings[-1]
-        spec = ServerSpec(
-            launcher="vllm-omni",
-            model_id="m",
-            executable=str(SLOW),
-            log_path=tmp_path / "server.log",
-            record_path=record_path,
-            check_gpu=False,
-            stop_grace_s=1.0,
-        )
+        spec = _slow_spec(tmp_path, record_path)
         with launch_server(spec):
             assert pid_alive(sleeper)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(sleeper, signal.SIGKILL)
-        for pid in logged_pids(tmp_path / "server.log"):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _kill_logged(tmp_path / "server.log")

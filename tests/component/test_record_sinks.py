@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from tests.support.paths import REPO
+from tests.support.processes import pipe_write_blocked
 from thetalker.client.context import RunContext
 from thetalker.client.options import BenchError, BenchOptions
 from thetalker.client.sinks import ThreadSink
@@ -200,15 +201,6 @@ def test_a_program_running_another_copy_of_thetalker_is_told_so(tmp_path: Path):
     assert "PYTHONPATH" in last
 
 
-def _pipe_write_blocked(pid: int) -> bool:
-    """Whether a thread of `pid` sleeps in a pipe write (the kernel's wchan names it)."""
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError):
-            if "pipe_write" in (task / "wchan").read_text():
-                return True
-    return False
-
-
 def test_a_sigkilled_parent_mid_message_leaves_no_writer_and_its_whole_records_written(
     tmp_path: Path,
 ):
@@ -257,7 +249,7 @@ def test_a_sigkilled_parent_mid_message_leaves_no_writer_and_its_whole_records_w
         parent.stdin.flush()
         assert parent.stdout.readline().strip() == "PUT"
         end = time.monotonic() + 30  # the parent's sending thread blocked on the full pipe
-        while not _pipe_write_blocked(parent.pid) and time.monotonic() < end:
+        while not pipe_write_blocked(parent.pid) and time.monotonic() < end:
             time.sleep(0.01)
         parent.kill()
         parent.wait()

@@ -144,6 +144,26 @@ def test_the_speech_request_records_a_redirect_and_follows_none(
     assert summary["n_failed"] == 2
 
 
+@pytest.mark.parametrize("target", ["http://elsewhere:99999", "http://[::1", "http://x:port"])
+def test_a_redirect_to_no_readable_url_is_still_the_answer(
+    servers: Any, scripted_server: ScriptedServer, tmp_path: Path, target: str
+) -> None:
+    # The Location is the server's to write: one no URL parser reads (a port out of range,
+    # a broken IPv6 host) raised ValueError from the redirect's note, and provenance, the
+    # speech request and the probe failed with a traceback instead of recording the answer.
+    server = servers(_redirect_to(target))
+    note = "HTTP 302: a redirect to an address that is no URL, not followed"
+    data = collect_provenance(server=SimpleNamespace(base_url=server.base_url), http_timeout_s=5)
+    for key in ("version", "models"):
+        answer = data["server"][key]
+        assert answer["status"] == 302 and answer["redirect"] is None
+        assert answer["error"] == note
+    opts = BenchOptions(base_url=server.base_url, requests=1, warmup=0, sample_rate=24000)
+    run_benchmark(opts, [Prompt("a", "Hello.")], tmp_path)
+    (record,) = read_records(tmp_path / "records.jsonl")
+    assert record["error"]["type"] == "http_status" and record["error"]["message"] == note
+
+
 def test_nan_in_a_version_answer_never_keeps_provenance_from_being_written(
     servers: Any, tmp_path: Path
 ) -> None:

@@ -158,17 +158,23 @@ async def test_a_burst_past_the_cap_is_served_up_to_the_cap_not_refused_whole(
     assert sorted(statuses) == [200, 200, 200, 503, 503, 503]
 
 
-def test_an_agent_session_past_the_byte_bound_fails_too_large(tmp_path: Path, monkeypatch) -> None:
-    # Frames each under the frame bound still add up: a session is bounded as a whole, as an
-    # HTTP response is (64 MiB; 100 kB here, the same code).
-    monkeypatch.setattr(client_ws, "MAX_SESSION_BYTES", 100_000)
-    with start_ws_scripted_server(WsScript(frames=10, frame_bytes=48_000)) as server:
+def _one_agent_request(script: WsScript, tmp_path: Path) -> dict[str, Any]:
+    """The record of one request over the agent socket to a server playing `script`."""
+    with start_ws_scripted_server(script) as server:
         opts = BenchOptions(
             base_url=server.base_url, protocol="websocket", speaker="ok", sample_rate=24000,
             requests=1, warmup=0, text_pace=200.0, timeout_s=20.0,
         )  # fmt: skip
         run_benchmark(opts, [Prompt("s1", "One sentence.")], tmp_path)
     (rec,) = read_records(tmp_path / "records.jsonl")
+    return rec
+
+
+def test_an_agent_session_past_the_byte_bound_fails_too_large(tmp_path: Path, monkeypatch) -> None:
+    # Frames each under the frame bound still add up: a session is bounded as a whole, as an
+    # HTTP response is (64 MiB; 100 kB here, the same code).
+    monkeypatch.setattr(client_ws, "MAX_SESSION_BYTES", 100_000)
+    rec = _one_agent_request(WsScript(frames=10, frame_bytes=48_000), tmp_path)
     assert not rec["ok"] and rec["error"]["type"] == "too_large"
     assert sum(rec["chunk_bytes"]) <= 100_000
 
@@ -176,19 +182,7 @@ def test_an_agent_session_past_the_byte_bound_fails_too_large(tmp_path: Path, mo
 def test_the_agent_client_refuses_a_frame_past_its_bound(tmp_path: Path, monkeypatch) -> None:
     # The client bounds a frame (MAX_FRAME_BYTES) instead of buffering whatever comes.
     monkeypatch.setattr(client_ws, "MAX_FRAME_BYTES", 1 << 20)
-    with start_ws_scripted_server(WsScript(frames=1, frame_bytes=2 << 20)) as server:
-        opts = BenchOptions(
-            base_url=server.base_url,
-            protocol="websocket",
-            speaker="ok",
-            sample_rate=24000,
-            requests=1,
-            warmup=0,
-            text_pace=200.0,
-            timeout_s=20.0,
-        )
-        run_benchmark(opts, [Prompt("s1", "One sentence.")], tmp_path)
-    (rec,) = read_records(tmp_path / "records.jsonl")
+    rec = _one_agent_request(WsScript(frames=1, frame_bytes=2 << 20), tmp_path)
     assert not rec["ok"] and rec["error"]["type"] == "closed_early"
 
 
@@ -196,19 +190,7 @@ def test_an_empty_frame_on_the_agent_socket_is_no_audio(tmp_path: Path) -> None:
     # A frame with no bytes is not audio (the HTTP path skips empty pieces too): it sets no
     # first byte and is no chunk. Nari's socket shares the rule (test_nari.py).
     script = WsScript(frames=2, frame_bytes=4800, frame_gap_s=0.2, empty_frames=3)
-    with start_ws_scripted_server(script) as server:
-        opts = BenchOptions(
-            base_url=server.base_url,
-            protocol="websocket",
-            speaker="ok",
-            sample_rate=24000,
-            requests=1,
-            warmup=0,
-            text_pace=200.0,
-            timeout_s=20.0,
-        )
-        run_benchmark(opts, [Prompt("s1", "One sentence.")], tmp_path)
-    (rec,) = read_records(tmp_path / "records.jsonl")
+    rec = _one_agent_request(script, tmp_path)
     assert rec["ok"], rec["error"]
     assert rec["chunk_bytes"] == [4800, 4800]
     # The first audio came a frame gap (0.2 s) after the empty frames, not with them.

@@ -17,6 +17,7 @@ from pathlib import Path
 
 __all__ = [
     "pid_alive",
+    "pipe_write_blocked",
     "cmdline",
     "parent_pid",
     "outermost",
@@ -44,6 +45,16 @@ def _state(pid: int | str) -> str | None:
 def pid_alive(pid: int) -> bool:
     """Running (a zombie waiting for its parent counts as gone)."""
     return _state(pid) not in (None, "Z", "X")
+
+
+def pipe_write_blocked(pid: int) -> bool:
+    """Whether a thread of `pid` sleeps in a pipe write (the kernel's wchan names it): a
+    writer stopped by a full pipe, which a test waits for before it kills the reader."""
+    for task in (_PROC / str(pid) / "task").iterdir():
+        with contextlib.suppress(OSError):
+            if "pipe_write" in (task / "wchan").read_text():
+                return True
+    return False
 
 
 def cmdline(pid: int) -> str:

@@ -31,6 +31,7 @@ from thetalker.metrics import (
     point_cost,
     point_intervals,
     point_onset,
+    rate_change_pct,
     record_metrics,
     record_onset,
     repeats_interval,
@@ -547,6 +548,19 @@ def test_no_spread_is_no_certainty_in_a_change_of_continuity():
     # With spread it stays the bootstrap.
     c = [_rec(i, 0.0, 1.0, continuous=i % 2 == 0) for i in range(8)]
     assert continuity_change_bootstrap(a, c).method == "bootstrap"
+
+
+def test_a_newcombe_interval_is_labelled_with_the_confidence_it_was_computed_at():
+    # One stream a side: too few to resample, so the bootstrap gives no bounds (labelled at
+    # the default level) and Newcombe's interval at the level asked takes their place. The
+    # interval said its bounds were at 95% while they were at 90%.
+    a, b = [_rec(0, 0.0, 1.0)], [_rec(0, 0.0, 1.0)]
+    ci = continuity_change_bootstrap(a, b, confidence=0.90)
+    assert ci.method == "newcombe" and ci.confidence == 0.90
+    low_a = wilson_pct(1, 1, 0.90).low
+    assert ci.low == pytest.approx(-(100 - low_a))
+    paired = rate_change_pct([0], [10], [0], [10], confidence=0.90)
+    assert paired.method == "newcombe" and paired.confidence == 0.90
 
 
 def test_newcombe_by_hand():

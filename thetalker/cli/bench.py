@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"\n{PROG}: interrupted; finished requests are in {args.out_dir}", file=sys.stderr)
         return 130
-    except asyncio.CancelledError:  # SIGTERM during a --workers run
+    except asyncio.CancelledError:  # SIGTERM: cancelled as Ctrl-C cancels it (run_benchmark)
         print(f"\n{PROG}: terminated; finished requests are in {args.out_dir}", file=sys.stderr)
         return 143
     except (SampleRateError, RequestRefusedError) as exc:  # refused for every stream: exit 2

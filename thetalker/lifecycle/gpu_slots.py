@@ -37,6 +37,7 @@ from typing import Any
 
 from thetalker import backends
 from thetalker.lifecycle.gpu import Gpu, visible_gpus
+from thetalker.util.safe_write import replace_file
 
 __all__ = [
     "GPU_LAUNCHERS",
@@ -166,17 +167,9 @@ def _read_holder(path: Path) -> dict[str, Any] | None:
 
 
 def _write_holder(holder_path: Path, holder: dict[str, Any]) -> None:
-    """Write the holder file whole under a name nobody can predict (mkstemp: O_EXCL, so no
-    planted link is written through), renamed over the old one (a link there is replaced)."""
-    fd, tmp = tempfile.mkstemp(dir=holder_path.parent, prefix=".holder-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(holder, sort_keys=True) + "\n")
-        os.replace(tmp, holder_path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write the holder file whole under a name nobody can predict, renamed over the old one
+    (thetalker.util.safe_write: no planted link is written through)."""
+    replace_file(holder_path, (json.dumps(holder, sort_keys=True) + "\n").encode(), 0o600)
 
 
 def _try_take(folder: Path, gpu: Gpu, label: str) -> GpuSlot | None:

@@ -163,18 +163,10 @@ def read_record(path: Path) -> dict[str, Any] | None:
 def group_by_token(token: str) -> int | None:
     """The process group of a live process started with ``TOKEN_VAR=token`` (a server whose
     launcher died before recording its PID), None when none runs."""
-    needle = f"{TOKEN_VAR}={token}".encode()
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            fields = _stat_fields(int(entry.name))
-            if fields and len(fields) > 2 and fields[0] not in ("Z", "X"):
-                return int(fields[2])
+    for pid in token_carriers(token):
+        fields = _stat_fields(pid)
+        if fields and len(fields) > 2:
+            return int(fields[2])
     return None
 
 

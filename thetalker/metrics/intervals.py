@@ -215,6 +215,13 @@ def newcombe_difference(a: Interval, b: Interval) -> Interval:
     return Interval(d, low, high, METHOD_NEWCOMBE, min(a.n, b.n), a.confidence)
 
 
+def _newcombe_for(ci: Interval, a: Interval, b: Interval) -> Interval:
+    """A change `ci` with no spread to resample: its value, with Newcombe's interval of the
+    two counts' Wilson intervals `a` and `b` (module note), at their confidence."""
+    d = newcombe_difference(a, b)
+    return Interval(ci.value, d.low, d.high, METHOD_NEWCOMBE, ci.n, d.confidence)
+
+
 def _pooled_wilson(events: np.ndarray, trials: np.ndarray, confidence: float) -> Interval | None:
     """The Wilson interval of sum(events) of sum(trials); None where it is no proportion
     (more events than trials: a WER over 100% from insertions, or no trials)."""
@@ -222,6 +229,14 @@ def _pooled_wilson(events: np.ndarray, trials: np.ndarray, confidence: float) ->
     if n <= 0 or k > n:
         return None
     return wilson_pct(k, n, confidence)
+
+
+def _pooled_rate(events: np.ndarray, trials: np.ndarray, axis: int = -1) -> np.ndarray:
+    """100 * sum(events) / sum(trials) along `axis` (vectorized over resamples); nan where
+    no trial was drawn (0/0: the resample is left out of the percentiles)."""
+    total = trials.sum(axis=axis)
+    rate = 100.0 * events.sum(axis=axis) / np.where(total > 0, total, 1)
+    return np.where(total > 0, rate, np.nan)
 
 
 def rate_pct(
@@ -242,11 +257,7 @@ def rate_pct(
     if e.shape != t.shape or e.ndim != 1:
         raise ValueError(f"events and trials must be 1-D of one length: {e.shape} vs {t.shape}")
 
-    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        total = y.sum(axis=axis)
-        return np.where(total > 0, 100.0 * x.sum(axis=axis) / np.where(total > 0, total, 1), np.nan)
-
-    ci = bootstrap([e, t], stat, n_resamples, seed, confidence, paired=True)
+    ci = bootstrap([e, t], _pooled_rate, n_resamples, seed, confidence, paired=True)
     if at_bound(ci):
         exact = _pooled_wilson(e, t, confidence)
         if exact is not None:
@@ -273,20 +284,15 @@ def rate_change_pct(
     """
     arrays = [np.asarray(v, dtype=float) for v in (events_a, trials_a, events_b, trials_b)]
 
-    def rate(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
-        total = y.sum(axis=axis)
-        return np.where(total > 0, 100.0 * x.sum(axis=axis) / np.where(total > 0, total, 1), np.nan)
-
     def stat(ea: np.ndarray, ta: np.ndarray, eb: np.ndarray, tb: np.ndarray, axis: int = -1):
-        return rate(ea, ta, axis) - rate(eb, tb, axis)
+        return _pooled_rate(ea, ta, axis) - _pooled_rate(eb, tb, axis)
 
     ci = bootstrap(arrays, stat, n_resamples, seed, confidence, paired=True)
     if at_bound(ci):
         a = _pooled_wilson(arrays[0], arrays[1], confidence)
         b = _pooled_wilson(arrays[2], arrays[3], confidence)
         if a is not None and b is not None:
-            d = newcombe_difference(a, b)
-            return Interval(ci.value, d.low, d.high, METHOD_NEWCOMBE, arrays[0].size, confidence)
+            return _newcombe_for(ci, a, b)
     return ci
 
 
@@ -501,10 +507,8 @@ def continuity_change_bootstrap(
     ci = bootstrap([fa, fb], stat, seed=seed, **kw)
     if at_bound(ci):  # e.g. every stream continuous in both runs: no spread, no certainty
         level = kw.get("confidence", CONFIDENCE)
-        d = newcombe_difference(
-            wilson_pct(int(sum(fa)), len(fa), level), wilson_pct(int(sum(fb)), len(fb), level)
-        )
-        return Interval(ci.value, d.low, d.high, METHOD_NEWCOMBE, ci.n, ci.confidence)
+        a = wilson_pct(int(sum(fa)), len(fa), level)
+        return _newcombe_for(ci, a, wilson_pct(int(sum(fb)), len(fb), level))
     return ci
 
 

@@ -49,13 +49,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin
 
 from thetalker.api.auth import auth_headers
 from thetalker.data.records import write_json
 from thetalker.lifecycle.gpu import visible_gpus
 from thetalker.lifecycle.serving_env import contamination
-from thetalker.util.http_get import GetError, http_get, origin, redirect_note
+from thetalker.util.http_get import GetError, http_get, redirect_note, redirect_origin
 from thetalker.util.redact import redact_command, redact_config, redact_url
 from thetalker.util.redact import redact_env as _redact_env
 
@@ -240,7 +239,7 @@ def fetch_json(
         return {
             "url": url,
             "status": answer.status,
-            "redirect": origin(urljoin(url, answer.location)) if answer.location else None,
+            "redirect": redirect_origin(answer.location, url),
             "error": redirect_note(answer.status, answer.location, url),
         }
     if answer.status >= 400:

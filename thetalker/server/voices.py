@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import json
 import mimetypes
-import os
 import re
-import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from thetalker.server.formats import AudioFormatError, wav_duration_s
+from thetalker.util.safe_write import replace_file
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -214,16 +213,7 @@ class VoiceStore:
     def _write(self, path: Path, data: bytes) -> None:
         """Write `path` (in the folder) through a fresh temporary file renamed over it: a
         symlink planted at either name is replaced or refused, never written through."""
-        tmp = self.folder / f".{secrets.token_hex(8)}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        fd = os.open(tmp, flags, 0o644)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)  # replaces a symlink itself, never its target
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        replace_file(path, data)  # the temporary file in `path`'s folder: the voices folder
 
     @staticmethod
     def _check_audio(

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-__all__ = ["GetError", "GetAnswer", "http_get", "origin", "redirect_note"]
+__all__ = ["GetError", "GetAnswer", "http_get", "origin", "redirect_origin", "redirect_note"]
 
 
 class GetError(Exception):
@@ -57,10 +57,24 @@ def origin(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname or ''}{port}"
 
 
+def redirect_origin(location: str | None, url: str) -> str | None:
+    """The origin a redirect of `url`'s answer points at (a relative `location` is `url`'s);
+    None without a location, or where it is no URL (the server writes it: a port out of
+    range, a broken IPv6 host)."""
+    if not location:
+        return None
+    try:
+        return origin(urljoin(url, location))
+    except ValueError:
+        return None
+
+
 def redirect_note(status: int, location: str | None, url: str) -> str:
     """What a redirect not followed is recorded as: the status and the target's origin
     only (a URL's path or query may carry a token); a relative `location` is `url`'s."""
-    where = origin(urljoin(url, location)) if location else "nowhere"
+    where = redirect_origin(location, url)
+    if where is None:
+        where = "an address that is no URL" if location else "nowhere"
     return f"HTTP {status}: a redirect to {where}, not followed"
 
 
