@@ -114,6 +114,18 @@ def every_quality_run(filename):
     ]
 
 
+def every_listened_point(filename):
+    """One file of every point whose audio is saved (rules/listen.smk): the speed grid's when
+    save_audio or quality.at_speed_points saves it, then each quality run's point."""
+    speed = []
+    if config["save_audio"] or QUALITY["at_speed_points"]:
+        speed = every_point(filename)
+    quality = [
+        f"{QUALITY_POINT}/{filename}".format(model=m, system=s) for m, s in QUALITY_RUNS
+    ]
+    return speed + quality
+
+
 def compare_outputs():
     """The paired comparisons: every model, each (system_a, system_b) of quality.compare."""
     return [
@@ -149,6 +161,7 @@ def get_final_output():
             "results/tables/wer.md",
             "results/figures/wer.png",
             *compare_outputs(),
+            "results/tables/health.md",  # rules/listen.smk: what the listener hears
         ]
         if QUALITY["at_speed_points"]:
             targets.append("results/tables/wer_load.md")

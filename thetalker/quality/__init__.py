@@ -1,1 +1,2 @@
-"""Quality: Whisper transcription (ASR) and word error rate."""
+"""Quality: what the listener hears. Whisper transcription (ASR) and word error rate, audio
+health of each stream, DNSMOS naturalness, the listening pack of the worst streams."""

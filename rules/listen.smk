@@ -1,0 +1,53 @@
+# What the listener hears beside WER (docs/quality.md): audio health and DNSMOS of every point
+# whose audio was saved (the quality runs; the speed points when save_audio or
+# quality.at_speed_points saves theirs), their tables, and a listening pack of the worst
+# streams per point. CPU only and cheap: local rules, never a cluster job on a GPU node.
+
+
+localrules:
+    stream_health,
+    health_report,
+
+
+# A point's folder: results/runs/{system}/{model}/{point} or results/quality/{system}/{model}/{point}.
+LISTEN_POINT = "results/{run}/{system}/{model}/{point}"
+
+
+wildcard_constraints:
+    run="runs|quality",
+    point=r"[cr][0-9][0-9.]*",
+
+
+rule stream_health:
+    input:
+        records=f"{LISTEN_POINT}/records.jsonl",
+    output:
+        f"{LISTEN_POINT}/health.json",
+    log:
+        "results/logs/{system}/{model}/health_{run}_{point}.log",
+    conda:
+        "../envs/report.yaml"
+    shell:
+        "python -m thetalker.quality.health --records {input.records} --out {output} > {log} 2>&1"
+
+
+rule health_report:
+    input:
+        every_listened_point("health.json"),
+    output:
+        table=report(
+            "results/tables/health.md",
+            category="Tables",
+            caption="../report/health_table.rst",
+        ),
+        csv=report(
+            "results/tables/health.csv",
+            category="Tables",
+            caption="../report/health_table.rst",
+        ),
+    log:
+        "results/logs/health_report.log",
+    conda:
+        "../envs/report.yaml"
+    shell:
+        "python -m thetalker.report.health --health {input} --table {output.table} > {log} 2>&1"
