@@ -161,7 +161,9 @@ def get_final_output():
             "results/tables/wer.md",
             "results/figures/wer.png",
             *compare_outputs(),
-            "results/tables/health.md",  # rules/listen.smk: what the listener hears
+            # rules/listen.smk: what the listener hears beside WER
+            "results/tables/health.md",
+            "results/tables/naturalness.md",
         ]
         if QUALITY["at_speed_points"]:
             targets.append("results/tables/wer_load.md")

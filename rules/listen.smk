@@ -6,7 +6,9 @@
 
 localrules:
     stream_health,
+    stream_dnsmos,
     health_report,
+    naturalness_report,
 
 
 # A point's folder: results/runs/{system}/{model}/{point} or results/quality/{system}/{model}/{point}.
@@ -31,6 +33,22 @@ rule stream_health:
         "python -m thetalker.quality.health --records {input.records} --out {output} > {log} 2>&1"
 
 
+# DNSMOS P.835 through the speechmos wheel's ONNX file; without it the file says "not
+# installed" and so does the table (the `quality` extra installs it).
+rule stream_dnsmos:
+    input:
+        records=f"{LISTEN_POINT}/records.jsonl",
+    output:
+        f"{LISTEN_POINT}/dnsmos.json",
+    log:
+        "results/logs/{system}/{model}/dnsmos_{run}_{point}.log",
+    conda:
+        "../envs/listen.yaml"
+    threads: 1
+    shell:
+        "python -m thetalker.quality.dnsmos --records {input.records} --out {output} --threads {threads} > {log} 2>&1"
+
+
 rule health_report:
     input:
         every_listened_point("health.json"),
@@ -51,3 +69,25 @@ rule health_report:
         "../envs/report.yaml"
     shell:
         "python -m thetalker.report.health --health {input} --table {output.table} > {log} 2>&1"
+
+
+rule naturalness_report:
+    input:
+        every_listened_point("dnsmos.json"),
+    output:
+        table=report(
+            "results/tables/naturalness.md",
+            category="Tables",
+            caption="../report/naturalness_table.rst",
+        ),
+        csv=report(
+            "results/tables/naturalness.csv",
+            category="Tables",
+            caption="../report/naturalness_table.rst",
+        ),
+    log:
+        "results/logs/naturalness_report.log",
+    conda:
+        "../envs/report.yaml"
+    shell:
+        "python -m thetalker.report.naturalness --dnsmos {input} --table {output.table} > {log} 2>&1"

@@ -24,7 +24,16 @@ from thetalker.metrics.intervals import Interval, wilson_pct
 from thetalker.quality.health import DEFECTS
 from thetalker.report.common import MISSING, fmt_range, markdown_table, write_table
 
-__all__ = ["PointSource", "point_source", "load_point_file", "health_rows", "health_table", "main"]
+__all__ = [
+    "PointFileError",
+    "PointSource",
+    "point_source",
+    "point_order",
+    "load_point_file",
+    "health_rows",
+    "health_table",
+    "main",
+]
 
 DEFECT_TITLES = {
     "clicks": "clicking join",
@@ -36,7 +45,7 @@ DEFECT_TITLES = {
 }
 
 
-class HealthReportError(ValueError):
+class PointFileError(ValueError):
     """A per-point file that cannot be reported; the message names the file and field."""
 
 
@@ -59,10 +68,10 @@ def load_point_file(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise HealthReportError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        raise PointFileError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
 
 
-def _load_key(source: Mapping[str, str]) -> tuple[str, str, int, float]:
+def point_order(source: Mapping[str, str]) -> tuple[str, str, int, float]:
     """Table order: models, systems, the speed run then the quality run, load ascending."""
     parsed = layout.parse_point_label(source["point"]) or (None, None)
     concurrency, rate = parsed
@@ -84,7 +93,7 @@ def health_rows(paths: Sequence[Path]) -> list[dict[str, Any]]:
         data = load_point_file(path)
         streams = data.get("streams")
         if not isinstance(streams, list):
-            raise HealthReportError(f"{path}: missing field 'streams'")
+            raise PointFileError(f"{path}: missing field 'streams'")
         n = len(streams)
         failed = sum(1 for s in streams if not s.get("ok"))
         row: dict[str, Any] = {**point_source(path), "streams": n, "failed": failed}
@@ -97,7 +106,7 @@ def health_rows(paths: Sequence[Path]) -> list[dict[str, Any]]:
         row["joins"] = sum(int(s.get("joins") or 0) for s in streams)
         row["clicking_joins"] = sum(int(s.get("clicking_joins") or 0) for s in streams)
         rows.append(row)
-    return sorted(rows, key=_load_key)
+    return sorted(rows, key=point_order)
 
 
 def _cell(row: Mapping[str, Any], name: str) -> str:
@@ -135,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         rows = health_rows(args.health)
-    except (HealthReportError, OSError) as exc:
+    except (PointFileError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     write_table(args.table, health_table(rows), rows)
