@@ -164,6 +164,7 @@ def get_final_output():
             # rules/listen.smk: what the listener hears beside WER
             "results/tables/health.md",
             "results/tables/naturalness.md",
+            *every_listened_point("listen.html"),
         ]
         if QUALITY["at_speed_points"]:
             targets.append("results/tables/wer_load.md")

@@ -9,8 +9,11 @@ localrules:
     stream_dnsmos,
     health_report,
     naturalness_report,
+    listening_pack,
 
 
+# The quality run's point, the one its transcripts.jsonl (one folder up) transcribes.
+QUALITY_POINT_LABEL = layout.concurrency_label(QUALITY["concurrency"])
 # A point's folder: results/runs/{system}/{model}/{point} or results/quality/{system}/{model}/{point}.
 LISTEN_POINT = "results/{run}/{system}/{model}/{point}"
 
@@ -91,3 +94,54 @@ rule naturalness_report:
         "../envs/report.yaml"
     shell:
         "python -m thetalker.report.naturalness --dnsmos {input} --table {output.table} > {log} 2>&1"
+
+
+def pack_inputs(wildcards):
+    """A point's records, health and DNSMOS, and its transcripts where it was transcribed
+    (the quality run's, one folder up; a speed point's with quality.at_speed_points)."""
+    point = LISTEN_POINT.format(**wildcards)
+    inputs = {
+        "records": f"{point}/records.jsonl",
+        "health": f"{point}/health.json",
+        "dnsmos": f"{point}/dnsmos.json",
+    }
+    if wildcards.run == "quality" and wildcards.point == QUALITY_POINT_LABEL:
+        inputs["transcripts"] = str(Path(point).parent / "transcripts.jsonl")
+    elif QUALITY["at_speed_points"] and wildcards.point.startswith("c"):
+        inputs["transcripts"] = f"{point}/transcripts.jsonl"
+    return inputs
+
+
+# The worst streams of a point by each figure: their WAVs under listen/ and one page of
+# players (each WAV embedded) that plays in the Snakemake report's iframe.
+rule listening_pack:
+    input:
+        unpack(pack_inputs),
+    output:
+        wavs=directory(f"{LISTEN_POINT}/listen"),
+        page=report(
+            f"{LISTEN_POINT}/listen.html",
+            category="Listening packs",
+            subcategory="{system} {model}",
+            caption="../report/listening_pack.rst",
+            labels={
+                "system": "{system}",
+                "model": "{model}",
+                "point": "{run} {point}",
+            },
+        ),
+    log:
+        "results/logs/{system}/{model}/pack_{run}_{point}.log",
+    conda:
+        "../envs/report.yaml"
+    params:
+        transcripts=lambda wildcards, input: (
+            f"--transcripts {input.transcripts}"
+            if "transcripts" in input.keys()
+            else ""
+        ),
+        label=lambda wildcards: f"{wildcards.system} {wildcards.model} {wildcards.run} {wildcards.point}",
+    shell:
+        "python -m thetalker.quality.pack --records {input.records} --health {input.health} "
+        "--dnsmos {input.dnsmos} {params.transcripts} --out-dir {output.wavs} "
+        "--html {output.page} --label {params.label:q} > {log} 2>&1"
