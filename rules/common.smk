@@ -82,6 +82,18 @@ def capacity_wer_inputs():
     return expand(f"{POINT}/wer.json", model=MODELS, system=SYSTEMS, n=CONCURRENCY)
 
 
+def capacity_listen_inputs():
+    """The speed points' dnsmos.json and health.json when capacity.slo gates on what the
+    listener hears (min_dnsmos_ovrl, max_unhealthy_pct): read beside each point's records."""
+    slo = (config.get("capacity") or {}).get("slo") or {}
+    files = []
+    if slo.get("min_dnsmos_ovrl") is not None:
+        files += every_point("dnsmos.json")
+    if slo.get("max_unhealthy_pct") is not None:
+        files += every_point("health.json")
+    return files
+
+
 def every_point(filename, points=POINTS):
     """One file of every speed point (and round) on the grid, in config order: models, then
     systems, then points. The search points are in the manifests (every_search_manifest).
