@@ -14,13 +14,14 @@ localrules:
 
 # The quality run's point, the one its transcripts.jsonl (one folder up) transcribes.
 QUALITY_POINT_LABEL = layout.concurrency_label(QUALITY["concurrency"])
-# A point's folder: results/runs/{system}/{model}/{point} or results/quality/{system}/{model}/{point}.
+# A point's folder: results/runs/{system}/{model}/{point}[/round{k}] or
+# results/quality/{system}/{model}/{point}.
 LISTEN_POINT = "results/{run}/{system}/{model}/{point}"
 
 
 wildcard_constraints:
     run="runs|quality",
-    point=r"[cr][0-9][0-9.]*",
+    point=r"[cr][0-9][0-9.]*(/round[0-9]+)?",  # a point, or a round of one (repeats)
 
 
 rule stream_health:

@@ -60,3 +60,21 @@ def test_not_installed_is_said_in_every_cell_and_why(tmp_path):
         "| a | piper | quality | c2 | n/a | not installed | not installed | not installed |" in text
     )
     assert "not installed: speechmos not installed (pip install x)" in text
+
+
+def test_a_rate_point_is_compared_with_the_lowest_rate_and_rounds_keep_their_names(tmp_path):
+    paths = [
+        write(tmp_path, "a", "r2", {"p1": 2.0, "p2": 2.2}),
+        write(tmp_path, "a", "c8", {"p1": 2.5, "p2": 2.9}),
+        write(tmp_path, "a", "r1", {"p1": 3.0, "p2": 3.2}),
+        write(tmp_path, "a", "c1", {"p1": 3.0, "p2": 3.4}),
+        write(tmp_path, "a", "c2/round2", {"p1": 3.1, "p2": 3.3}),
+        write(tmp_path, "a", "c2/round1", {"p1": 3.1, "p2": 3.3}),
+    ]
+    rows = naturalness.naturalness_rows(paths)
+    assert [r["point"] for r in rows] == ["c1", "c2/round1", "c2/round2", "c8", "r1", "r2"]
+    by = {r["point"]: r for r in rows}
+    assert by["r2"]["lowest_load"] == "r1"
+    assert by["r2"]["ovrl_vs_lowest"] == pytest.approx(-1.0)
+    assert by["c8"]["lowest_load"] == "c1"
+    assert by["r1"].get("ovrl_vs_lowest") is None  # the lowest rate

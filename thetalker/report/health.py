@@ -56,12 +56,14 @@ class PointSource(dict):
 def point_source(path: Path) -> PointSource:
     """results/{runs|quality}/{system}/{model}/{point}[/round{k}]/FILE -> its labels."""
     folder = path.parent
-    if layout.parse_round(folder.name) is not None:
+    point = folder.name
+    if layout.parse_round(folder.name) is not None:  # repeats: each round its own row
         folder = folder.parent
+        point = f"{folder.name}/{point}"
     model_dir = folder.parent
     system_dir = model_dir.parent
     run = "quality" if system_dir.parent.name == "quality" else "speed"
-    return PointSource(system=system_dir.name, model=model_dir.name, run=run, point=folder.name)
+    return PointSource(system=system_dir.name, model=model_dir.name, run=run, point=point)
 
 
 def load_point_file(path: Path) -> dict[str, Any]:
@@ -71,12 +73,14 @@ def load_point_file(path: Path) -> dict[str, Any]:
         raise PointFileError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
 
 
-def point_order(source: Mapping[str, str]) -> tuple[str, str, int, float]:
-    """Table order: models, systems, the speed run then the quality run, load ascending."""
-    parsed = layout.parse_point_label(source["point"]) or (None, None)
-    concurrency, rate = parsed
+def point_order(source: Mapping[str, str]) -> tuple[str, str, bool, bool, float, str]:
+    """Table order: models, systems, the speed run then the quality run, closed-loop points
+    then open-loop ones, load ascending, rounds in order."""
+    label, _, round_ = source["point"].partition("/")
+    concurrency, rate = layout.parse_point_label(label) or (None, None)
     load = float(concurrency if concurrency is not None else rate or 0)
-    return source["model"], source["system"], source["run"] != "speed", load
+    open_loop = rate is not None  # closed-loop points (streams) first, then request rates
+    return source["model"], source["system"], source["run"] != "speed", open_loop, load, round_
 
 
 def _put(row: dict[str, Any], name: str, k: int, n: int) -> None:

@@ -94,14 +94,17 @@ def naturalness_rows(paths: Sequence[Path]) -> list[dict[str, Any]]:
         row["unscored"] = sum(1 for s in streams if not s.get("scored"))
         for score in SCORES:
             _put(row, score, bootstrap([[float(s[score]) for s in streams]], _mean))
-        key = (source["system"], source["model"], source["run"])
+        # The lowest load of the same kind: streams against streams, a rate against a rate.
+        key = (source["system"], source["model"], source["run"], source["point"][:1])
         base = lowest.setdefault(key, streams)
         if base is not streams:
             iv, how = load_difference(streams, base)
             _put(row, "ovrl_vs_lowest", iv)
             row["ovrl_vs_lowest_pairing"] = how
             row["lowest_load"] = next(
-                r["point"] for r in rows if (r["system"], r["model"], r["run"]) == key
+                r["point"]
+                for r in rows
+                if (r["system"], r["model"], r["run"], r["point"][:1]) == key
             )
         rows.append(row)
     return rows
