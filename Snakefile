@@ -23,6 +23,7 @@ include: "rules/bench.smk"
 include: "rules/summary.smk"
 include: "rules/report.smk"
 include: "rules/quality.smk"
+include: "rules/listen.smk"
 
 
 rule all:

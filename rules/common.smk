@@ -82,6 +82,18 @@ def capacity_wer_inputs():
     return expand(f"{POINT}/wer.json", model=MODELS, system=SYSTEMS, n=CONCURRENCY)
 
 
+def capacity_listen_inputs():
+    """The speed points' dnsmos.json and health.json when capacity.slo gates on what the
+    listener hears (min_dnsmos_ovrl, max_unhealthy_pct): read beside each point's records."""
+    slo = (config.get("capacity") or {}).get("slo") or {}
+    files = []
+    if slo.get("min_dnsmos_ovrl") is not None:
+        files += every_point("dnsmos.json")
+    if slo.get("max_unhealthy_pct") is not None:
+        files += every_point("health.json")
+    return files
+
+
 def every_point(filename, points=POINTS):
     """One file of every speed point (and round) on the grid, in config order: models, then
     systems, then points. The search points are in the manifests (every_search_manifest).
@@ -112,6 +124,18 @@ def every_quality_run(filename):
     return [
         f"{QUALITY_RUN}/{filename}".format(model=m, system=s) for m, s in QUALITY_RUNS
     ]
+
+
+def every_listened_point(filename):
+    """One file of every point whose audio is saved (rules/listen.smk): the speed grid's when
+    save_audio or quality.at_speed_points saves it, then each quality run's point."""
+    speed = []
+    if config["save_audio"] or QUALITY["at_speed_points"]:
+        speed = every_point(filename)
+    quality = [
+        f"{QUALITY_POINT}/{filename}".format(model=m, system=s) for m, s in QUALITY_RUNS
+    ]
+    return speed + quality
 
 
 def compare_outputs():
@@ -149,6 +173,10 @@ def get_final_output():
             "results/tables/wer.md",
             "results/figures/wer.png",
             *compare_outputs(),
+            # rules/listen.smk: what the listener hears beside WER
+            "results/tables/health.md",
+            "results/tables/naturalness.md",
+            *every_listened_point("listen.html"),
         ]
         if QUALITY["at_speed_points"]:
             targets.append("results/tables/wer_load.md")

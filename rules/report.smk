@@ -134,6 +134,7 @@ rule capacity:
     input:
         points="results/points.csv",
         wer=capacity_wer_inputs(),
+        listened=capacity_listen_inputs(),
     output:
         table=report(
             "results/tables/capacity.md",

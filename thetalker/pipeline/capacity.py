@@ -92,7 +92,11 @@ class ServiceLevel:
     - WER at most `max_wer_pct` % on the audio of that load (`wer_pct` in the summary: the
       report takes it from the point's wer.json; the live search cannot measure it, and a
       point without one, a search point, is judged on the other figures);
-    - first byte p90 at most `ttfa_slo_s` (the older report.ttfa_slo_s, off by default).
+    - first byte p90 at most `ttfa_slo_s` (the older report.ttfa_slo_s, off by default);
+    - what the listener hears (docs/quality.md), measured on a point's saved audio after the
+      run like WER, off by default: mean DNSMOS OVRL at least `min_dnsmos_ovrl`
+      (`dnsmos_ovrl`, from the point's dnsmos.json), and streams with an audio defect or
+      failed at most `max_unhealthy_pct` % (`unhealthy_pct`, from its health.json).
     """
 
     min_continuity_pct: float = DEFAULT_MIN_CONTINUITY_PCT
@@ -101,6 +105,8 @@ class ServiceLevel:
     max_audible_p95_s: float | None = DEFAULT_MAX_AUDIBLE_P95_S
     max_failed_pct: float | None = DEFAULT_MAX_FAILED_PCT
     max_wer_pct: float | None = None
+    min_dnsmos_ovrl: float | None = None
+    max_unhealthy_pct: float | None = None
 
     def __post_init__(self) -> None:
         player_model(self.player_model)  # a bad name fails here, naming the known ones
@@ -157,11 +163,27 @@ class ServiceLevel:
             value = summary.get("wer_pct")
             held = value is None or value <= self.max_wer_pct
             out.append(Figure("WER %", value, self.max_wer_pct, held))
+        if not live:
+            out += self._listened(summary)
         if self.ttfa_slo_s is not None:
             value = _get(summary, "ttfa_s_p90", "ttfa_s", "p90")
             out.append(
                 Figure("first byte p90 (s)", value, self.ttfa_slo_s, _le(value, self.ttfa_slo_s))
             )
+        return out
+
+    def _listened(self, summary: Mapping[str, Any]) -> list[Figure]:
+        """DNSMOS OVRL and the unhealthy share, judged where the point's audio was scored
+        (a point without them, a search point, is judged on the other figures, as for WER)."""
+        out = []
+        if self.min_dnsmos_ovrl is not None:
+            value = summary.get("dnsmos_ovrl")
+            held = value is None or value >= self.min_dnsmos_ovrl
+            out.append(Figure("DNSMOS OVRL", value, self.min_dnsmos_ovrl, held))
+        if self.max_unhealthy_pct is not None:
+            value = summary.get("unhealthy_pct")
+            held = value is None or value <= self.max_unhealthy_pct
+            out.append(Figure("unhealthy streams %", value, self.max_unhealthy_pct, held))
         return out
 
     def holds(self, summary: Mapping[str, Any] | None, live: bool = False) -> bool:
@@ -188,6 +210,10 @@ class ServiceLevel:
             parts.append(f"audible first audio p95 <= {self.max_audible_p95_s:g} s")
         if self.max_wer_pct is not None:
             parts.append(f"WER <= {self.max_wer_pct:g}%")
+        if self.min_dnsmos_ovrl is not None:
+            parts.append(f"DNSMOS OVRL >= {self.min_dnsmos_ovrl:g}")
+        if self.max_unhealthy_pct is not None:
+            parts.append(f"streams with an audio defect <= {self.max_unhealthy_pct:g}%")
         if self.ttfa_slo_s is not None:
             parts.append(f"first byte p90 <= {self.ttfa_slo_s:g} s")
         return "; ".join(parts)

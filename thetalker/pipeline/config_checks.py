@@ -272,6 +272,17 @@ def _check_service_level(config: Mapping[str, Any]) -> None:
                 "needs quality.at_speed_points true (the WER of each load's audio)",
             )
         )
+    slo = config["capacity"]["slo"]
+    saved = config["save_audio"] or quality_settings(config)["at_speed_points"]
+    for key in LISTENED_SLO_KEYS:
+        if slo.get(key) is not None and not saved:
+            raise ConfigError(
+                field_message(
+                    "config",
+                    f"capacity.slo.{key}",
+                    "needs each load's audio: save_audio true (or quality.at_speed_points)",
+                )
+            )
 
 
 def _check_no_secrets(config: Mapping[str, Any]) -> None:
@@ -391,11 +402,19 @@ def capacity_search(config: Mapping[str, Any]) -> dict[str, Any] | None:
     capacity = config["capacity"]
     if not capacity["refine"]:
         return None
+    slo = service_level_spec(config)
+    for key in LISTENED_SLO_KEYS:  # judged by the report on the saved audio, never live
+        slo.pop(key, None)
     return {
         "max_steps": int(capacity["max_steps"]),
         "repeat_boundary": int(capacity["repeat_boundary"]),
-        "slo": service_level_spec(config),
+        "slo": slo,
     }
+
+
+# capacity.slo figures of what the listener hears (docs/quality.md), off by default: left
+# out of the level when off, so stating none changes no job's params.
+LISTENED_SLO_KEYS = ("min_dnsmos_ovrl", "max_unhealthy_pct")
 
 
 def service_level_spec(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -406,6 +425,9 @@ def service_level_spec(config: Mapping[str, Any]) -> dict[str, Any]:
     if slo.get("min_continuity_pct") is None:
         slo["min_continuity_pct"] = float(report["min_continuity_pct"])
     slo["ttfa_slo_s"] = report["ttfa_slo_s"]
+    for key in LISTENED_SLO_KEYS:
+        if slo.get(key) is None:
+            slo.pop(key, None)
     return slo
 
 

@@ -69,11 +69,43 @@ def point_wer_pct(summary: dict[str, Any]) -> float | None:
         return None
 
 
+def point_listened(summary: dict[str, Any]) -> dict[str, float | None]:
+    """What the listener hears at a point, from the files beside its (first) records file:
+    `dnsmos_ovrl` (mean OVRL, dnsmos.json) and `unhealthy_pct` (streams with an audio defect
+    or failed, health.json); None where a file is absent or DNSMOS not installed."""
+    files = str(summary.get("records") or "").split(";")
+    folder = Path(files[0]).parent if files and files[0] else None
+    out: dict[str, float | None] = {"dnsmos_ovrl": None, "unhealthy_pct": None}
+    if folder is None:
+        return out
+    try:
+        dnsmos = json.loads((folder / "dnsmos.json").read_text())
+        if dnsmos.get("available") and dnsmos.get("streams"):
+            out["dnsmos_ovrl"] = sum(float(s["ovrl"]) for s in dnsmos["streams"]) / len(
+                dnsmos["streams"]
+            )
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        streams = json.loads((folder / "health.json").read_text())["streams"]
+        bad = sum(1 for s in streams if not s.get("ok") or s.get("defects"))
+        out["unhealthy_pct"] = 100.0 * bad / len(streams) if streams else None
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return out
+
+
 def loads_of(
-    points: pd.DataFrame, model: str, system: str, open_loop: bool = False, wer: bool = False
+    points: pd.DataFrame,
+    model: str,
+    system: str,
+    open_loop: bool = False,
+    wer: bool = False,
+    listened: bool = False,
 ) -> dict[float, dict[str, Any]]:
     """load -> point summary of one (model, system): concurrency, or request rate; with
-    `wer`, each summary gets its `wer_pct` (point_wer_pct)."""
+    `wer`, each summary gets its `wer_pct` (point_wer_pct); with `listened`, its
+    `dnsmos_ovrl` and `unhealthy_pct` (point_listened)."""
     out = {}
     for label in point_labels(points):
         concurrency, rate = layout.parse_point_label(label) or (None, None)
@@ -83,6 +115,8 @@ def loads_of(
             if summary is not None:
                 if wer:
                     summary["wer_pct"] = point_wer_pct(summary)
+                if listened:
+                    summary.update(point_listened(summary))
                 out[load] = summary
     return out
 
@@ -91,7 +125,8 @@ def capacity_of(
     points: pd.DataFrame, model: str, system: str, level: ServiceLevel, open_loop: bool = False
 ) -> tuple[Capacity, dict[float, dict[str, Any]]]:
     wer = level.max_wer_pct is not None
-    loads = loads_of(points, model, system, open_loop, wer)
+    listened = level.min_dnsmos_ovrl is not None or level.max_unhealthy_pct is not None
+    loads = loads_of(points, model, system, open_loop, wer, listened)
     return find_capacity({load: level.holds(s) for load, s in loads.items()}), loads
 
 

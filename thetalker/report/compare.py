@@ -25,7 +25,10 @@ The two runs are independent (different sessions, maybe different servers), so n
 paired: RTFx compares the rounds' RTFx by Welch's t when both ran N > 1 rounds, else a
 bootstrap over each run's requests with each run's window kept; the TTFA percentiles and
 continuity are bootstraps over each run's requests (pooled over rounds), resampled on
-their own. All from `thetalker.metrics`.
+their own. All from `thetalker.metrics`. Where both points saved what the listener hears
+(dnsmos.json, health.json beside the records: docs/quality.md), two more: DNSMOS OVRL B - A
+(paired by prompt, as naturalness.md pairs loads) and the share of clean streams B - A in
+percentage points (each side resampled on its own); their columns appear only then.
 
     thetalker-compare results-2026-11 results [--csv changes.csv]
 """
@@ -69,6 +72,14 @@ FIGURES = (
 )
 # Rounds a side needs before a change is named: the run-to-run noise is measured by them.
 MIN_ROUNDS = 2
+
+
+# What the listener hears (docs/quality.md), where both points saved and scored their audio
+# (dnsmos.json, health.json beside the first round's records); columns only when one has it.
+LISTEN_FIGURES = (
+    ("DNSMOS OVRL B-A", "dnsmos_ovrl_change", 0.0, 2),
+    ("clean streams B-A (pp)", "clean_pct_change", 0.0, 1),
+)
 
 
 class CompareError(ValueError):
@@ -210,12 +221,57 @@ def _ok(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [r for r in records if r.get("ok") and not r.get("warmup")]
 
 
+def _listened(folder: Path | None) -> tuple[list[dict[str, Any]] | None, list[Any] | None]:
+    """(DNSMOS streams, health streams) saved beside a point's records; None where absent
+    (or DNSMOS not installed)."""
+    if folder is None:
+        return None, None
+    out: list[list[Any] | None] = []
+    for name in ("dnsmos.json", "health.json"):
+        path = folder / name
+        data = read_json(path) if path.exists() else {}
+        streams = data.get("streams") if data.get("available", True) else None
+        out.append(streams if isinstance(streams, list) and streams else None)
+    return out[0], out[1]
+
+
+def _clean(streams: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Per stream 100 when it succeeded with no audio defect, else 0 (a failure counts)."""
+    return [100.0 if s.get("ok") and not s.get("defects") else 0.0 for s in streams]
+
+
+def _difference_of_means(a: Any, b: Any, axis: int = -1) -> Any:
+    import numpy as np
+
+    return np.mean(a, axis=axis) - np.mean(b, axis=axis)
+
+
+def compare_listened(folder_a: Path | None, folder_b: Path | None, seed: int) -> dict[str, Any]:
+    """DNSMOS OVRL B - A (paired by prompt where it can be, as in naturalness.md) and the
+    clean share B - A in points (each side resampled on its own); no value where a side
+    lacks the file."""
+    from thetalker.report.naturalness import load_difference
+
+    dnsmos_a, health_a = _listened(folder_a)
+    dnsmos_b, health_b = _listened(folder_b)
+    none = Interval(None, None, None, "none", 0)
+    out: dict[str, Any] = {"dnsmos_ovrl_change": none, "clean_pct_change": none}
+    if dnsmos_a and dnsmos_b:
+        out["dnsmos_ovrl_change"] = load_difference(dnsmos_b, dnsmos_a)[0]
+    if health_a and health_b:
+        samples = [_clean(health_b), _clean(health_a)]
+        out["clean_pct_change"] = metrics.bootstrap(samples, _difference_of_means, seed=seed)
+    return out
+
+
 def compare_point(
     rounds_a: Sequence[Sequence[Mapping[str, Any]]],
     rounds_b: Sequence[Sequence[Mapping[str, Any]]],
     seed: int = metrics.SEED,
+    folders: tuple[Path, Path] | None = None,
 ) -> dict[str, Any]:
-    """B against A at one point: the figures of each side and the Intervals of the change."""
+    """B against A at one point: the figures of each side and the Intervals of the change;
+    with `folders` (each side's point folder), what the listener hears too."""
     pooled_a = [r for one in rounds_a for r in one]
     pooled_b = [r for one in rounds_b for r in one]
     if len(rounds_a) > 1 and len(rounds_b) > 1:
@@ -239,6 +295,7 @@ def compare_point(
         "continuity_pct_a": metrics.continuity_interval(pooled_a),
         "continuity_pct_b": metrics.continuity_interval(pooled_b),
         "continuity_pct_change": metrics.continuity_change_bootstrap(pooled_b, pooled_a, seed=seed),
+        **compare_listened(*(folders or (None, None)), seed),
     }
 
 
@@ -273,7 +330,12 @@ def compare_folders(
                 "system": system,
                 "model": model,
                 "point": point,
-                **compare_point(rounds_a, rounds_b, seed),
+                **compare_point(
+                    rounds_a,
+                    rounds_b,
+                    seed,
+                    (points_a[key][0].parent, points_b[key][0].parent),
+                ),
             }
         )
     only_a = sorted(set(points_a) - set(points_b))
@@ -305,12 +367,17 @@ def distinguishable(row: Mapping[str, Any]) -> list[str]:
     """The names of the changes whose interval excludes no change; none when not judged."""
     if not_judged(row) is not None:
         return []
-    return [name for name, key, null, _ in FIGURES if row[key].excludes(null)]
+    figures = (*FIGURES, *LISTEN_FIGURES)
+    return [name for name, key, null, _ in figures if key in row and row[key].excludes(null)]
 
 
 def format_changes(rows: Sequence[Mapping[str, Any]]) -> str:
+    listened = any(
+        key in row and row[key].value is not None for row in rows for _, key, *_ in LISTEN_FIGURES
+    )
+    figures = (*FIGURES, *LISTEN_FIGURES) if listened else FIGURES
     header = ["run", "system", "model", "point", "RTFx A", "RTFx B"]
-    header += [*(name for name, *_ in FIGURES), "distinguishable from noise"]
+    header += [*(name for name, *_ in figures), "distinguishable from noise"]
     lines = [
         "| " + " | ".join(header) + " |",
         "|" + "|".join([" --- "] * 4 + [" ---: "] * (len(header) - 5) + [" --- "]) + "|",
@@ -319,7 +386,7 @@ def format_changes(rows: Sequence[Mapping[str, Any]]) -> str:
         rtfx = [_cell(row[k], 1) for k in ("rtfx_a", "rtfx_b")]
         changes = [
             _cell(row[key], digits, "ratio" if key == "rtfx_ratio" else "change")
-            for _, key, _, digits in FIGURES
+            for _, key, _, digits in figures
         ]
         named = distinguishable(row)
         cells = [

@@ -1,0 +1,248 @@
+"""DNSMOS P.835 (SIG, BAK, OVRL) of each stream a run received: does load cost naturalness?
+
+Microsoft's DNSMOS P.835 model is a no-reference estimate of how listeners would rate a clip
+(speech signal SIG, background BAK, overall OVRL, 1-5), trained on noisy and processed human
+speech. It is not a TTS naturalness model (UTMOS needs a hub download): read it to compare a
+server with itself across loads, and systems with each other, never as an absolute MOS.
+
+The ONNX file ships in the `speechmos` 0.0.1.1 wheel (`speechmos/dnsmos_models/sig_bak_ovr.onnx`,
+MIT). That wheel's own code imports librosa and requests at module level without declaring
+them; the P.835 model needs no features (it takes the waveform), so this module reads the
+file through onnxruntime and does the rest itself, exactly as `speechmos.dnsmos` does
+(checked against it on the same audio: docs/quality.md): 16 kHz mono float; a clip shorter
+than 9.01 s doubled onto itself until it is that long; windows of 9.01 s every 1 s; each
+window's raw scores mapped by the model's published polynomials; the clip's score the mean
+over windows. Audio at another rate is resampled with scipy's polyphase filter.
+
+`main` writes a point's dnsmos.json; without speechmos it writes `available: false` and the
+reason, so the tables say "not installed", never a silent gap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import math
+import os
+import sys
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from thetalker.data.records import RecordError, read_records, write_json
+from thetalker.data.wavio import WavError, read_wav
+
+__all__ = [
+    "SAMPLE_RATE",
+    "WINDOW_S",
+    "FAILED_SCORE",
+    "SCORES",
+    "NotInstalled",
+    "model_path",
+    "resample",
+    "windows",
+    "calibrate",
+    "Dnsmos",
+    "point_scores",
+    "main",
+]
+
+SAMPLE_RATE = 16_000
+WINDOW_S = 9.01  # the model's input: 144,160 samples
+SCORES = ("sig", "bak", "ovrl")
+# A failed request, or one with no audible audio, is scored at the floor of the 1-5 scale:
+# a listener got nothing, which counts against the mean as a failure does everywhere.
+FAILED_SCORE = 1.0
+INSTALL_HINT = "pip install 'thetalker[quality]' (speechmos==0.0.1.1, onnxruntime)"
+
+# The polynomials mapping the raw P.835 outputs to MOS (speechmos.dnsmos, not personalized;
+# Microsoft's DNS-Challenge dnsmos_local.py): highest power first, as numpy.poly1d takes them.
+_POLY = {
+    "sig": (-0.08397278, 1.22083953, 0.0052439),
+    "bak": (-0.13166888, 1.60915514, -0.39604546),
+    "ovrl": (-0.06766283, 1.11546468, 0.04602535),
+}
+
+
+class NotInstalled(RuntimeError):
+    """The speechmos wheel (the ONNX file) or onnxruntime is not installed."""
+
+
+def model_path() -> Path:
+    """The P.835 ONNX file inside the installed speechmos wheel (its code is not imported:
+    speechmos.dnsmos imports librosa and requests at module level)."""
+    spec = importlib.util.find_spec("speechmos")
+    if spec is None or not spec.submodule_search_locations:
+        raise NotInstalled(f"speechmos not installed ({INSTALL_HINT})")
+    path = Path(next(iter(spec.submodule_search_locations))) / "dnsmos_models/sig_bak_ovr.onnx"
+    if not path.is_file():
+        raise NotInstalled(f"{path}: the DNSMOS model is not in this speechmos ({INSTALL_HINT})")
+    return path
+
+
+def resample(x: np.ndarray, rate: int) -> np.ndarray:
+    """`x` at `rate` Hz -> SAMPLE_RATE, scipy's polyphase filter (22050 -> 16000: 320/441),
+    clipped to [-1, 1]."""
+    if rate == SAMPLE_RATE:
+        return np.asarray(x, dtype=np.float64)
+    from scipy.signal import resample_poly
+
+    g = math.gcd(int(rate), SAMPLE_RATE)
+    y = resample_poly(np.asarray(x, dtype=np.float64), SAMPLE_RATE // g, int(rate) // g)
+    # The filter can overshoot a full-scale peak; the model takes audio in [-1, 1].
+    return np.clip(y, -1.0, 1.0)
+
+
+def windows(audio: np.ndarray) -> list[np.ndarray]:
+    """The 9.01 s windows the model scores, as speechmos.dnsmos cuts them: a short clip
+    doubled onto itself until it is long enough, then a window every second."""
+    if audio.size == 0:
+        return []
+    n = int(WINDOW_S * SAMPLE_RATE)
+    while audio.size < n:
+        audio = np.append(audio, audio)
+    hops = int(np.floor(audio.size / SAMPLE_RATE) - WINDOW_S) + 1
+    out = []
+    for k in range(hops):
+        seg = audio[int(k * SAMPLE_RATE) : int((k + WINDOW_S) * SAMPLE_RATE)]
+        if seg.size >= n:
+            out.append(seg)
+    return out
+
+
+def calibrate(raw: Sequence[float]) -> dict[str, float]:
+    """Raw (SIG, BAK, OVRL) of one window -> MOS by the published polynomials."""
+    return {name: float(np.polyval(_POLY[name], r)) for name, r in zip(SCORES, raw, strict=True)}
+
+
+class Dnsmos:
+    """One onnxruntime session on the P.835 model; `score(x, rate)` -> {sig, bak, ovrl}."""
+
+    def __init__(self, threads: int = 1) -> None:
+        path = model_path()
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise NotInstalled(f"onnxruntime not installed ({INSTALL_HINT})") from None
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = max(1, int(threads))
+        opts.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        self._input = self._session.get_inputs()[0].name
+
+    def score(self, x: np.ndarray, rate: int) -> dict[str, float] | None:
+        """Mean MOS over the windows of `x` (floats in [-1, 1] at `rate`); None if empty."""
+        segs = windows(resample(x, rate))
+        if not segs:
+            return None
+        per = []
+        for seg in segs:
+            raw = self._session.run(None, {self._input: seg.astype(np.float32)[None, :]})[0][0]
+            per.append(calibrate(raw))
+        return {name: float(np.mean([p[name] for p in per])) for name in SCORES}
+
+    @staticmethod
+    def describe() -> dict[str, Any]:
+        return {
+            "model": "DNSMOS P.835 sig_bak_ovr.onnx (speechmos wheel)",
+            "speechmos": _version("speechmos"),
+            "onnxruntime": _version("onnxruntime"),
+            "resampler": "scipy.signal.resample_poly",
+            "failed_score": FAILED_SCORE,
+        }
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@lru_cache(maxsize=1)
+def _scorer(threads: int) -> Dnsmos:
+    return Dnsmos(threads)
+
+
+def point_scores(records_path: str | os.PathLike[str], threads: int = 1) -> list[dict[str, Any]]:
+    """One row per scored record of a point with saved audio (or failed), in file order:
+    request_index, sample_id, ok, audio_path and sig/bak/ovrl (FAILED_SCORE for a failed
+    request or a stream with no audio; `scored` False for those)."""
+    records_path = Path(records_path)
+    base = records_path.parent
+    rows = []
+    for n, rec in enumerate(read_records(records_path), start=1):
+        if rec.get("warmup"):
+            continue
+        row: dict[str, Any] = {
+            "request_index": int(rec["request_index"]),
+            "sample_id": str(rec["sample_id"]),
+            "ok": bool(rec.get("ok")),
+            "audio_path": rec.get("audio_path"),
+        }
+        scores = None
+        if rec.get("ok") and float(rec.get("audio_s") or 0.0) > 0:
+            rel = rec.get("audio_path")
+            if not rel:
+                raise RecordError(f"{records_path}: record {n}: ok record has no audio_path")
+            path = Path(rel) if Path(rel).is_absolute() else base / rel
+            try:
+                pcm, info = read_wav(path)
+            except FileNotFoundError:
+                raise RecordError(f"{records_path}: record {n}: {rel} not found") from None
+            except WavError as exc:
+                raise RecordError(f"{records_path}: record {n}: {rel}: {exc}") from None
+            x = np.frombuffer(pcm[: len(pcm) - len(pcm) % 2], dtype="<i2") / 32768.0
+            scores = _scorer(threads).score(x, info.sample_rate)
+        row["scored"] = scores is not None
+        row.update(scores or dict.fromkeys(SCORES, FAILED_SCORE))
+        rows.append(row)
+    if not rows:
+        raise RecordError(f"{records_path}: no scored records (an empty run?)")
+    return rows
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m thetalker.quality.dnsmos", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--records", required=True, help="records.jsonl of a point that saved audio")
+    p.add_argument("--out", required=True, help="dnsmos.json to write")
+    p.add_argument("--threads", type=int, default=1, help="onnxruntime threads")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        _scorer(args.threads)
+    except NotInstalled as exc:
+        # Written, not failed: the table says "not installed" (never a silent gap).
+        write_json(args.out, {"records": str(args.records), "available": False, "reason": str(exc)})
+        print(f"warning: {exc}", file=sys.stderr)
+        return 0
+    try:
+        rows = point_scores(args.records, args.threads)
+    except (RecordError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    write_json(
+        args.out,
+        {
+            "records": str(args.records),
+            "available": True,
+            "dnsmos": Dnsmos.describe(),
+            "streams": rows,
+        },
+    )
+    ovrl = [r["ovrl"] for r in rows]
+    print(f"{len(rows)} streams, OVRL mean {np.mean(ovrl):.2f}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
