@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests.support.records import make_record
+from tests.support.tiers import unavailable
 from thetalker.data.records import append_record
 from thetalker.data.wavio import write_wav
 from thetalker.quality import pack
@@ -146,8 +147,9 @@ window.addEventListener("load", async () => {
 </script></body>"""
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed")
 def test_chromium_plays_every_player_of_the_page(tmp_path):
+    if shutil.which("chromium") is None:
+        unavailable("chromium not installed (.ci/run installs it where root and apt-get are)")
     folder = _point(tmp_path)
     assert _run(folder, "--per-figure", "1") == 0
     probe = tmp_path / "probe.html"
