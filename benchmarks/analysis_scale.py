@@ -1,0 +1,294 @@
+"""The analysis side at scale: each table rule's command on synthetic records, beside the
+floor of decoding the same files.
+
+Synthesises records of the current schema (`tests/support/synthetic_records.py`: reads in
+server chunks, odd-byte reads, steady/bursty/gappy streams, ~5% failures, open-loop points
+with dropped arrivals, an agent-mode system of WebSocket sessions):
+
+- one point of `--point-n` requests x `--reads` reads, timed with `report.points`;
+- a matrix of systems x models x points (`--matrix-n` requests each; the published config
+  is 32 bench jobs x 8 points x ~300 requests, about 80,000 records), timed with every
+  table rule's command as the workflow runs it: points, server table, agent table, tables,
+  by-rate, capacity, and `thetalker-compare` of the matrix against a copy of itself.
+
+Each command runs as a child process; its wall time and peak RSS (`os.wait4`'s
+`ru_maxrss`) are taken. The floor is a child that decodes the same files line by line with
+msgspec (the fastest JSON decoder the project depends on), untyped, keeping nothing:
+what reading the records costs at the least. Figures only: no test asserts them.
+
+    python benchmarks/analysis_scale.py                       # 100,000 x 100 and 80,000
+    python benchmarks/analysis_scale.py --point-n 20000 --matrix-n 100   # quicker
+    python benchmarks/analysis_scale.py --write-readme --note "machine shared"
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.synthetic_records import templates, write_matrix, write_point  # noqa: E402
+from thetalker.report.settings import ReportSettings  # noqa: E402
+
+README = ROOT / "benchmarks" / "README.md"
+BEGIN, END = "<!-- analysis_scale:begin -->", "<!-- analysis_scale:end -->"
+
+FLOOR = """
+import sys, msgspec
+decode = msgspec.json.decode
+n = 0
+for path in sys.argv[1:]:
+    with open(path, "rb") as fh:
+        for line in fh:
+            decode(line)
+            n += 1
+print(n, "records decoded")
+"""
+
+
+CODE = ROOT  # the thetalker the commands run (--code: e.g. main's checkout, the baseline)
+
+
+def run_child(argv: list[str], log: Path) -> tuple[float, float, int]:
+    """(wall s, peak RSS MB, exit status) of one command."""
+    env = dict(os.environ, PYTHONPATH=str(CODE))
+    with log.open("w") as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_maxrss / 1024.0, proc.returncode
+
+
+def settings_json(systems: list[str], models: list[str], grid: list[int]) -> str:
+    return ReportSettings(
+        models=tuple(models),
+        systems=tuple(systems),
+        headline=grid[-1],
+        ratio=(systems[0], systems[1]),
+        gpu_hour_usd=2.0,
+        min_continuity_pct=95.0,
+        ttfa_slo_s=None,
+        grid=tuple(grid),
+        slo={"min_continuity_pct": 95.0},
+    ).to_json()
+
+
+def py(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--point-n", type=int, default=100_000, help="requests of the point")
+    parser.add_argument("--reads", type=int, default=100, help="reads per request (mean)")
+    parser.add_argument("--systems", type=int, default=4)
+    parser.add_argument("--models", type=int, default=8, help="systems x models = bench jobs")
+    parser.add_argument("--grid", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128])
+    parser.add_argument("--matrix-n", type=int, default=312, help="requests per matrix point")
+    parser.add_argument("--matrix-reads", type=int, default=40, help="reads per matrix request")
+    parser.add_argument("--skip-point", action="store_true")
+    parser.add_argument("--skip-matrix", action="store_true")
+    parser.add_argument("--workdir", type=Path, help="keep the files here (default: a temp dir)")
+    parser.add_argument("--code", type=Path, default=ROOT, help="checkout whose code runs")
+    parser.add_argument("--write-readme", action="store_true")
+    parser.add_argument("--note", default="", help="conditions, written with the table")
+    args = parser.parse_args(argv)
+    global CODE
+    CODE = args.code.resolve()
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="thetalker-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows: list[tuple[str, str, float, float, int, float | None]] = []
+    load_before = os.getloadavg()[0]
+
+    def measure(what: str, label: str, argv: list[str], floor: float | None) -> float:
+        wall, mb, rc = run_child(argv, work / f"{label}.log")
+        rows.append((what, label, wall, mb, rc, (wall / floor) if floor else None))
+        print(f"{what:>24} {label:<14} {wall:8.2f} s {mb:8.0f} MB  rc={rc}", flush=True)
+        return wall
+
+    if not args.skip_point:
+        point = work / "point" / "runs" / "synthetic" / "m" / "c64" / "records.jsonl"
+        if not point.is_file():
+            t0 = time.perf_counter()
+            write_point(point, templates(400, args.reads), args.point_n, concurrency=64)
+            print(f"wrote {point} in {time.perf_counter() - t0:.0f} s", flush=True)
+        size = point.stat().st_size / 1e6
+        what = f"point {args.point_n:,} x {args.reads} ({size:.0f} MB)"
+        floor = measure(what, "floor", py("-c", FLOOR, str(point)), None)
+        measure(
+            what,
+            "points",
+            py(
+                "-m",
+                "thetalker.report.points",
+                "--out",
+                str(work / "point_points.csv"),
+                "--",
+                str(point),
+            ),
+            floor,
+        )
+
+    if not args.skip_matrix:
+        systems = [f"sys{k}" for k in range(args.systems)]
+        models = [f"model{k}" for k in range(args.models)]
+        matrix = work / "matrix"
+        if not (matrix / "runs").is_dir():
+            t0 = time.perf_counter()
+            write_matrix(
+                matrix,
+                systems,
+                models,
+                args.grid,
+                args.matrix_n,
+                args.matrix_reads,
+                agent_system=systems[-1],
+            )
+            print(f"wrote the matrix in {time.perf_counter() - t0:.0f} s", flush=True)
+        files = sorted(str(p) for p in (matrix / "runs").rglob("records.jsonl"))
+        agent = [f for f in files if f"/{systems[-1]}/" in f]
+        copy = work / "matrix_b"
+        if not copy.is_dir():
+            shutil.copytree(matrix, copy)
+        n_records = sum(Path(f).read_bytes().count(b"\n") for f in files)
+        size = sum(Path(f).stat().st_size for f in files) / 1e6
+        what = f"matrix {len(files)} points, {n_records:,} records ({size:.0f} MB)"
+        floor = measure(what, "floor", py("-c", FLOOR, *files), None)
+        out = work / "out"
+        out.mkdir(exist_ok=True)
+        settings = settings_json(systems, models, args.grid)
+        points_csv = str(out / "points.csv")
+        stage = measure(
+            what,
+            "points",
+            py("-m", "thetalker.report.points", "--out", points_csv, "--", *files),
+            floor,
+        )
+        metrics = [str(Path(f).with_name("server_metrics.json")) for f in files]
+        stage += measure(
+            what,
+            "server_table",
+            py(
+                "-m",
+                "thetalker.report.server",
+                "--server-metrics",
+                *metrics,
+                "--table",
+                str(out / "server.md"),
+                "--figure",
+                str(out / "server.png"),
+            ),
+            floor,
+        )
+        stage += measure(
+            what,
+            "agent_table",
+            py(
+                "-m",
+                "thetalker.report.agent",
+                "--records",
+                *agent,
+                "--table",
+                str(out / "agent.md"),
+                "--figure",
+                str(out / "agent.png"),
+            ),
+            floor,
+        )
+        for rule, module in (("tables", None), ("by_rate", "by_rate"), ("capacity", "capacity")):
+            if module is None:
+                argv2 = py(
+                    "-m",
+                    "thetalker.report.tables",
+                    "--points",
+                    points_csv,
+                    "--settings",
+                    settings,
+                    "--throughput",
+                    str(out / "throughput.md"),
+                    "--continuity",
+                    str(out / "continuity.md"),
+                    "--ttfa",
+                    str(out / "ttfa.md"),
+                    "--cost",
+                    str(out / "cost.md"),
+                )
+            else:
+                argv2 = py(
+                    "-m",
+                    f"thetalker.report.{module}",
+                    "--points",
+                    points_csv,
+                    "--settings",
+                    settings,
+                    "--table",
+                    str(out / f"{rule}.md"),
+                    "--figure",
+                    str(out / f"{rule}.png"),
+                )
+            stage += measure(what, rule, argv2, floor)
+        rows.append(
+            (what, "table stage", stage, max(r[3] for r in rows if r[0] == what), 0, stage / floor)
+        )
+        print(f"{what:>24} table stage    {stage:8.2f} s", flush=True)
+        measure(
+            what,
+            "compare",
+            py(
+                "-m",
+                "thetalker.cli.compare",
+                str(matrix),
+                str(copy),
+                "--csv",
+                str(out / "compare.csv"),
+            ),
+            floor,
+        )
+
+    table = render(rows)
+    print(table)
+    if args.write_readme:
+        when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        head = (
+            f"Last run: {when}, {platform.machine()}, {os.cpu_count()} CPUs, Python "
+            f"{platform.python_version()}; load average {load_before:.1f} before, "
+            f"{os.getloadavg()[0]:.1f} after" + (f"; {args.note}" if args.note else "") + "."
+        )
+        text = README.read_text()
+        block = f"{BEGIN}\n{head}\n\n{table}\n{END}"
+        if BEGIN in text:
+            text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) :]
+        else:
+            text += "\n" + block + "\n"
+        README.write_text(text)
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if all(r[4] == 0 for r in rows) else 1
+
+
+def render(rows: list[tuple[str, str, float, float, int, float | None]]) -> str:
+    lines = [
+        "| input | command | wall s | peak MB | x floor | exit |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for what, label, wall, mb, rc, ratio in rows:
+        x = "" if ratio is None else f"{ratio:.1f}x"
+        lines.append(f"| {what} | {label} | {wall:.2f} | {mb:.0f} | {x} | {rc} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
