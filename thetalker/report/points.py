@@ -47,6 +47,7 @@ from thetalker.metrics import (
     CONTINUITY_THRESHOLDS_S,
     Interval,
     MixedOnsetRulesError,
+    point_fields,
     point_intervals,
     point_onset,
     summarize_point,
@@ -101,20 +102,22 @@ def point_row(
     records_path: str | Path | Sequence[str | Path],
     thresholds_s: Sequence[float] = CONTINUITY_THRESHOLDS_S,
     allow_incomplete: bool = False,
+    threads: int = 1,
 ) -> dict[str, Any]:
     """One point's row from its records file (or the files of its rounds). A file with
     request indices missing (a lost write) raises RecordError naming it and them, unless
-    `allow_incomplete` (then a warning on stderr)."""
+    `allow_incomplete` (then a warning on stderr). `threads`: its bootstraps'."""
     paths = [records_path] if isinstance(records_path, str | Path) else list(records_path)
     where = [point_location(p) for p in paths]
     first = where[0]
     if any((w.system, w.model, w.point) != (first.system, first.model, first.point) for w in where):
         raise PointPathError(f"{paths[0]}: rounds of different points given together")
-    rounds = read_rounds(paths, require_complete=not allow_incomplete)
+    # Only what the row needs of each record is held: a point's timelines are most of it.
+    rounds = read_rounds(paths, keep=point_fields, require_complete=not allow_incomplete)
     pooled = [r for one in rounds for r in one]
     _warn_mixed_onset(paths[0], pooled)
     summary = flatten(summarize_point(pooled, concurrency=first.concurrency))
-    figures = point_intervals(rounds, thresholds_s)
+    figures = point_intervals(rounds, thresholds_s, threads=threads)
     if len(rounds) > 1:
         # Each round has its own clock: a rate is the mean over rounds, not pooled.
         per_round = [summarize_point(r) for r in rounds]
@@ -195,8 +198,21 @@ def points_rows(
     paths: Iterable[str | Path],
     thresholds_s: Sequence[float] = CONTINUITY_THRESHOLDS_S,
     allow_incomplete: bool = False,
+    jobs: int = 1,
 ) -> list[dict[str, Any]]:
-    return [point_row(group, thresholds_s, allow_incomplete) for group in _group_rounds(paths)]
+    """One row per point, in first-seen order. `jobs` > 1: the points are computed by that
+    many processes at once (each row is its point's alone, so the rows are the same); one
+    point alone gets them as its bootstraps' threads."""
+    groups = _group_rounds(paths)
+    if jobs <= 1 or len(groups) <= 1:
+        return [point_row(group, thresholds_s, allow_incomplete, jobs) for group in groups]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=min(jobs, len(groups))) as pool:
+        futures = [
+            pool.submit(point_row, group, thresholds_s, allow_incomplete) for group in groups
+        ]
+        return [f.result() for f in futures]
 
 
 def write_points(rows: Sequence[Mapping[str, Any]], out: str | Path) -> None:
@@ -234,13 +250,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="take a records file with request indices missing (warned) instead of refusing it",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="points computed at once, one process each (the rule's threads); same rows",
+    )
     args = parser.parse_args(argv)
     bad = [t for t in args.continuity_thresholds_s if not (math.isfinite(t) and t > 0)]
     if bad:  # nan passes every comparison: continuity 0% for perfect streams
         parser.error(f"--continuity-thresholds-s: each must be a finite number > 0 (got {bad[0]})")
     try:
         paths = [*args.records, *search_records(args.search_manifests)]
-        rows = points_rows(paths, args.continuity_thresholds_s, args.allow_incomplete)
+        rows = points_rows(
+            paths, args.continuity_thresholds_s, args.allow_incomplete, max(1, args.jobs)
+        )
     except (RecordError, ManifestError, PointPathError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
