@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.records import make_record
+from tests.support.records import make_record, with_audio
 from thetalker import metrics
 from thetalker.cli import compare as compare_cli
 from thetalker.data.records import append_record, write_json
@@ -46,7 +46,7 @@ def _run(audio_s: list[float], ttfa_s: list[float]) -> list[dict]:
     """Scored records sent 0.1 s apart, each 0.5 s long: RTFx = sum(audio) / window."""
     records = []
     for i, (audio, ttfa) in enumerate(zip(audio_s, ttfa_s, strict=True)):
-        records.append({**make_record(i), "audio_s": audio, "ttfa_s": ttfa})
+        records.append({**with_audio(make_record(i), audio), "ttfa_s": ttfa})
     return records
 
 

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import msgspec
 
-from thetalker.data.record_checks import fields_problem
+from thetalker.data.record_checks import fields_problem, timeline_problem
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -320,6 +320,7 @@ def read_records(
     path: str | os.PathLike[str],
     warn: Callable[[str], None] | None = None,
     require_complete: bool = False,
+    require_consistent: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Yield the records of a JSONL file; any bad line raises RecordError naming file and line.
 
@@ -335,6 +336,11 @@ def read_records(
     with a `warning: ` prefix); `require_complete` raises RecordError for missing indices
     instead, after the last record was yielded.
 
+    A record whose figures contradict its own timeline (`timeline_problem`: an `audio_s`
+    its chunks do not carry, a `ttfa_s` after `wall_s`), or whose `sample_rate` is not the
+    file's first record's, is warned once per field at the end (`FILE:LINE: field F: why`,
+    and how many records are like it); `require_consistent` raises RecordError at the first.
+
     The file is read a line at a time (memory does not grow with it), and each line is
     decoded and checked in one pass of msgspec against `Record` (`_fast_record`); a line
     that pass does not take goes through the standard library's decoder and `check_record`,
@@ -343,6 +349,8 @@ def read_records(
     path = Path(path)
     say = warn if warn is not None else _warn_stderr
     seen: dict[int, int] = {}  # request_index -> its line
+    doubts = _Doubts(path, require_consistent)
+    rate: tuple[int, int] | None = None  # the file's sample rate, the line it was read at
     with path.open("rb") as fh:
         lines = iter(fh)  # split on \n alone, as written
         line = next(lines, None)
@@ -365,8 +373,16 @@ def read_records(
                     "(a duplicated line would count that request twice)"
                 )
             seen[index] = lineno
+            problem = timeline_problem(record)
+            if problem is not None:
+                doubts.add(lineno, *problem)
+            if rate is None:
+                rate = (record["sample_rate"], lineno)
+            elif record["sample_rate"] != rate[0]:
+                doubts.add(lineno, "sample_rate", _other_rate(record["sample_rate"], *rate))
             yield record
             line = following
+    doubts.say(say)
     indices = seen.keys()
     gap = incompleteness(path, indices)
     if gap is not None:
@@ -393,6 +409,33 @@ def _fast_record(line: bytes) -> dict[str, Any] | None:
     if not 0 <= record["request_index"] <= MAX_REQUEST_INDEX:
         return None
     return record
+
+
+def _other_rate(rate: int, first: int, where: int | str) -> str:
+    at = f"line {where}" if isinstance(where, int) else where
+    return f"{rate} Hz, but {at} has {first} Hz (one run has one rate: its figures would mix two)"
+
+
+class _Doubts:
+    """Records whose figures contradict their timeline: refused at the first (`strict`), or
+    said once per field when the file is read, naming the first line and the count."""
+
+    def __init__(self, path: Path, strict: bool) -> None:
+        self.path, self.strict = path, strict
+        self.first: dict[str, tuple[int, str]] = {}
+        self.count: dict[str, int] = {}
+
+    def add(self, lineno: int, field: str, why: str) -> None:
+        if self.strict:
+            raise RecordError(f"{self.path}:{lineno}: field {field}: {why}")
+        self.first.setdefault(field, (lineno, why))
+        self.count[field] = self.count.get(field, 0) + 1
+
+    def say(self, say: Callable[[str], None]) -> None:
+        for field, (lineno, why) in self.first.items():
+            more = self.count[field] - 1
+            also = f" ({more} more record{'s' if more > 1 else ''} like it)" if more else ""
+            say(f"{self.path}:{lineno}: field {field}: {why}{also}")
 
 
 def _checked_record(
@@ -435,9 +478,21 @@ def read_rounds(
         if real in seen:
             raise RecordError(f"{p}: the same records file as {seen[real]}, given twice")
         seen[real] = str(p)
-    if keep is None:
-        return [list(read_records(p, **kwargs)) for p in paths]
-    return [[keep(r) for r in read_records(p, **kwargs)] for p in paths]
+    rounds: list[list[Any]] = []
+    rate: tuple[int, str] | None = None  # the first round's sample rate, its file
+    for p in paths:
+        one = []
+        for r in read_records(p, **kwargs):
+            if not one and rate is None:
+                rate = (r["sample_rate"], str(p))
+            elif not one and r["sample_rate"] != rate[0]:  # a file is one rate: read_records
+                why = f"{p}: field sample_rate: {_other_rate(r['sample_rate'], *rate)}"
+                if kwargs.get("require_consistent"):
+                    raise RecordError(why)
+                (kwargs.get("warn") or _warn_stderr)(why)
+            one.append(r if keep is None else keep(r))
+        rounds.append(one)
+    return rounds
 
 
 def _missing_runs(indices: Iterable[int]) -> list[tuple[int, int]]:

@@ -103,17 +103,25 @@ def point_row(
     thresholds_s: Sequence[float] = CONTINUITY_THRESHOLDS_S,
     allow_incomplete: bool = False,
     threads: int = 1,
+    allow_inconsistent: bool = False,
 ) -> dict[str, Any]:
     """One point's row from its records file (or the files of its rounds). A file with
     request indices missing (a lost write) raises RecordError naming it and them, unless
-    `allow_incomplete` (then a warning on stderr). `threads`: its bootstraps'."""
+    `allow_incomplete` (then a warning on stderr); so does a record whose figures contradict
+    its timeline, or a sample rate unlike the point's first (`read_records`'
+    `require_consistent`), unless `allow_inconsistent`. `threads`: its bootstraps'."""
     paths = [records_path] if isinstance(records_path, str | Path) else list(records_path)
     where = [point_location(p) for p in paths]
     first = where[0]
     if any((w.system, w.model, w.point) != (first.system, first.model, first.point) for w in where):
         raise PointPathError(f"{paths[0]}: rounds of different points given together")
     # Only what the row needs of each record is held: a point's timelines are most of it.
-    rounds = read_rounds(paths, keep=point_fields, require_complete=not allow_incomplete)
+    rounds = read_rounds(
+        paths,
+        keep=point_fields,
+        require_complete=not allow_incomplete,
+        require_consistent=not allow_inconsistent,
+    )
     pooled = [r for one in rounds for r in one]
     _warn_mixed_onset(paths[0], pooled)
     summary = flatten(summarize_point(pooled, concurrency=first.concurrency))
@@ -199,18 +207,23 @@ def points_rows(
     thresholds_s: Sequence[float] = CONTINUITY_THRESHOLDS_S,
     allow_incomplete: bool = False,
     jobs: int = 1,
+    allow_inconsistent: bool = False,
 ) -> list[dict[str, Any]]:
     """One row per point, in first-seen order. `jobs` > 1: the points are computed by that
     many processes at once (each row is its point's alone, so the rows are the same); one
     point alone gets them as its bootstraps' threads."""
     groups = _group_rounds(paths)
     if jobs <= 1 or len(groups) <= 1:
-        return [point_row(group, thresholds_s, allow_incomplete, jobs) for group in groups]
+        return [
+            point_row(group, thresholds_s, allow_incomplete, jobs, allow_inconsistent)
+            for group in groups
+        ]
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=min(jobs, len(groups))) as pool:
         futures = [
-            pool.submit(point_row, group, thresholds_s, allow_incomplete) for group in groups
+            pool.submit(point_row, group, thresholds_s, allow_incomplete, 1, allow_inconsistent)
+            for group in groups
         ]
         return [f.result() for f in futures]
 
@@ -251,6 +264,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="take a records file with request indices missing (warned) instead of refusing it",
     )
     parser.add_argument(
+        "--allow-inconsistent",
+        action="store_true",
+        help="take records whose figures contradict their timeline (warned) instead of "
+        "refusing them",
+    )
+    parser.add_argument(
         "--jobs",
         type=int,
         default=1,
@@ -263,7 +282,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         paths = [*args.records, *search_records(args.search_manifests)]
         rows = points_rows(
-            paths, args.continuity_thresholds_s, args.allow_incomplete, max(1, args.jobs)
+            paths,
+            args.continuity_thresholds_s,
+            args.allow_incomplete,
+            max(1, args.jobs),
+            args.allow_inconsistent,
         )
     except (RecordError, ManifestError, PointPathError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
