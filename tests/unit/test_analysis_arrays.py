@@ -91,3 +91,40 @@ def test_slim_records_give_a_points_figures():
     slim = [point_fields(r) for r in records]
     assert summarize_point(slim, 4) == summarize_point(records, 4)
     assert summarize_players(slim) == summarize_players(records)
+
+
+@pytest.mark.parametrize(("na", "nb"), [(2, 2), (5, 3), (40, 40)])
+def test_shared_change_bootstrap_is_scipys_two_sample_bootstrap(na: int, nb: int):
+    from thetalker.metrics.intervals import shared_change_bootstrap
+
+    rng = np.random.default_rng(na * nb)
+    a, b = np.round(rng.gamma(2.0, 0.2, na), 3), np.round(rng.gamma(2.0, 0.25, nb), 3)
+    fa, fb = (rng.random(na) < 0.9).astype(float), (rng.random(nb) < 0.7).astype(float)
+
+    def change(q):
+        def stat(x, y, axis=-1):
+            return np.percentile(x, q, axis=axis) - np.percentile(y, q, axis=axis)
+
+        return stat
+
+    def both(x, y, axis=-1):
+        return np.percentile(x, [50, 90], axis=axis) - np.percentile(y, [50, 90], axis=axis)
+
+    def ratio(x, y, axis=-1):
+        return (x.sum(axis=axis) / 2.0) / (y.sum(axis=axis) / 3.0)
+
+    kw = {"n_resamples": 2503, "seed": 1}
+    found = shared_change_bootstrap(
+        {("p50", "p90"): ((a, b), both), "ratio": ((fa, fb), ratio)}, **kw
+    )
+    assert found["p50"] == bootstrap([a, b], change(50), **kw)
+    assert found["p90"] == bootstrap([a, b], change(90), **kw)
+    assert found["ratio"] == bootstrap([fa, fb], ratio, **kw)
+
+
+def test_a_points_intervals_are_the_same_on_any_number_of_threads():
+    from tests.support.synthetic_records import templates
+    from thetalker.metrics.intervals import point_intervals
+
+    records = [dict(r, t_submit_s=0.1 * i) for i, r in enumerate(templates(60, 10, seed=7))]
+    assert point_intervals([records], threads=2) == point_intervals([records], threads=1)

@@ -44,6 +44,11 @@ __all__ = [
     "point_intervals",
     "shared_bootstrap",
     "percentile_intervals",
+    "shared_change_bootstrap",
+    "rtfx_change_job",
+    "percentile_change_job",
+    "continuity_change_job",
+    "continuity_change_at_bound",
 ]
 
 # --- intervals ---------------------------------------------------------------------------
@@ -580,6 +585,75 @@ def _pool(rounds: Sequence[Sequence[Mapping[str, Any]]]) -> list[Mapping[str, An
     return [r for one in rounds for r in one]
 
 
+def shared_change_bootstrap(
+    jobs: Mapping[Any, tuple[tuple[Sequence[float], Sequence[float]], Any]],
+    seed: int = SEED,
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+) -> dict[Any, Interval]:
+    """`bootstrap([a, b], statistic)` of each job (name: ((a, b), statistic)), the same
+    Intervals, with one draw of resamples for all the jobs whose samples have the same two
+    sizes: scipy draws A's block of 1000 resamples, then B's, batch after batch, from the
+    one seeded generator; the draws depend on the sizes alone. A job may name a tuple of
+    keys for a statistic of several rows (as `shared_bootstrap`)."""
+    _check_bootstrap(n_resamples, confidence)
+    out: dict[Any, Interval] = {}
+    groups: dict[tuple[int, int], list[tuple[Any, np.ndarray, np.ndarray, Any, Any]]] = {}
+    for name, ((a, b), statistic) in jobs.items():
+        xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        keys = name if isinstance(name, tuple) else (name,)
+        n = min(xa.size, xb.size)
+        if n == 0:
+            out.update({key: _none_interval(METHOD_BOOTSTRAP) for key in keys})
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            values = np.atleast_1d(statistic(xa, xb, axis=-1))
+        if n < 2:
+            out.update({key: _none_interval(METHOD_BOOTSTRAP, n, _finite(values[k]))
+                        for k, key in enumerate(keys)})  # fmt: skip
+            continue
+        groups.setdefault((xa.size, xb.size), []).append((keys, xa, xb, statistic, values))
+    for (na, nb), group in groups.items():
+        rng = np.random.default_rng(seed)
+        thetas: list[list[np.ndarray]] = [[] for _ in group]
+        for k in range(0, n_resamples, _BATCH):
+            rows = min(_BATCH, n_resamples - k)
+            ia, ib = rng.integers(0, na, (rows, na)), rng.integers(0, nb, (rows, nb))
+            for theta, (_, xa, xb, statistic, _) in zip(thetas, group, strict=True):
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    theta.append(np.atleast_2d(statistic(xa[ia], xb[ib], axis=-1)))
+        for theta, (keys, _, _, _, values) in zip(thetas, group, strict=True):
+            dist = np.concatenate(theta, axis=-1)
+            n = min(na, nb)
+            for k, key in enumerate(keys):
+                value = _finite(values[k])
+                low, high = (
+                    _percentile_ci(dist[k], confidence) if value is not None else (None,) * 2
+                )
+                out[key] = (
+                    _none_interval(METHOD_BOOTSTRAP, n, value)
+                    if value is None or low is None or high is None
+                    else Interval(value, low, high, METHOD_BOOTSTRAP, n, confidence)
+                )
+    return out
+
+
+def rtfx_change_job(
+    records_a: Iterable[Mapping[str, Any]], records_b: Iterable[Mapping[str, Any]], ratio: bool
+) -> tuple[tuple[np.ndarray, np.ndarray], Any] | None:
+    """`rtfx_change_bootstrap`'s samples and statistic (None: a run without a window)."""
+    sa, sb = scored_records(records_a), scored_records(records_b)
+    wa, wb = measurement_window_s(sa), measurement_window_s(sb)
+    if wa <= 0 or wb <= 0:
+        return None
+
+    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        top, bottom = x.sum(axis=axis) / wa, y.sum(axis=axis) / wb
+        return top / bottom if ratio else top - bottom
+
+    return (_delivered_audio_s(sa), _delivered_audio_s(sb)), stat
+
+
 def rtfx_change_bootstrap(
     records_a: Iterable[Mapping[str, Any]],
     records_b: Iterable[Mapping[str, Any]],
@@ -589,29 +663,46 @@ def rtfx_change_bootstrap(
 ) -> Interval:
     """RTFx(A) / RTFx(B) (or A - B) of two independent runs, each run's requests
     resampled on their own and each run's window kept (as `rtfx_bootstrap`)."""
-    sa, sb = scored_records(records_a), scored_records(records_b)
-    wa, wb = measurement_window_s(sa), measurement_window_s(sb)
-    if wa <= 0 or wb <= 0:
+    job = rtfx_change_job(records_a, records_b, ratio)
+    if job is None:
         return _none_interval(METHOD_BOOTSTRAP)
+    return shared_change_bootstrap({"rtfx": job}, seed=seed, **kw)["rtfx"]
+
+
+def percentile_change_job(
+    a: Iterable[float | None], b: Iterable[float | None], qs: Sequence[float]
+) -> tuple[tuple[list[float], list[float]], Any]:
+    """`percentile_change_bootstrap`'s samples and a statistic of one row per q."""
+    xa = [float(v) for v in a if v is not None]
+    xb = [float(v) for v in b if v is not None]
 
     def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        top, bottom = x.sum(axis=axis) / wa, y.sum(axis=axis) / wb
-        return top / bottom if ratio else top - bottom
+        return np.percentile(x, list(qs), axis=axis) - np.percentile(y, list(qs), axis=axis)
 
-    return bootstrap([_delivered_audio_s(sa), _delivered_audio_s(sb)], stat, seed=seed, **kw)
+    return (xa, xb), stat
 
 
 def percentile_change_bootstrap(
     a: Iterable[float | None], b: Iterable[float | None], q: float, seed: int = SEED, **kw: Any
 ) -> Interval:
     """Percentile q of A minus that of B, two independent samples resampled on their own."""
-    xa = [float(v) for v in a if v is not None]
-    xb = [float(v) for v in b if v is not None]
+    return shared_change_bootstrap({"q": percentile_change_job(a, b, [q])}, seed=seed, **kw)["q"]
+
+
+def continuity_change_job(
+    records_a: Iterable[Mapping[str, Any]], records_b: Iterable[Mapping[str, Any]]
+) -> tuple[tuple[list[float], list[float]], Any]:
+    """`continuity_change_bootstrap`'s samples and statistic."""
+
+    def flags(records: Iterable[Mapping[str, Any]]) -> list[float]:
+        return [
+            1.0 if r.get("ok") and r.get("continuity_ok") else 0.0 for r in scored_records(records)
+        ]
 
     def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.percentile(x, q, axis=axis) - np.percentile(y, q, axis=axis)
+        return 100.0 * (x.mean(axis=axis) - y.mean(axis=axis))
 
-    return bootstrap([xa, xb], stat, seed=seed, **kw)
+    return (flags(records_a), flags(records_b)), stat
 
 
 def continuity_change_bootstrap(
@@ -623,22 +714,22 @@ def continuity_change_bootstrap(
     """continuity_pct(A) - continuity_pct(B) in percentage points, two independent runs'
     scored requests resampled on their own (a failed request is not continuous); no spread
     to resample (every stream continuous in both, say): Newcombe's interval (module note)."""
+    job = continuity_change_job(records_a, records_b)
+    ci = shared_change_bootstrap({"c": job}, seed=seed, **kw)["c"]
+    return continuity_change_at_bound(ci, job, kw.get("confidence", CONFIDENCE))
 
-    def flags(records: Iterable[Mapping[str, Any]]) -> list[float]:
-        return [
-            1.0 if r.get("ok") and r.get("continuity_ok") else 0.0 for r in scored_records(records)
-        ]
 
-    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        return 100.0 * (x.mean(axis=axis) - y.mean(axis=axis))
-
-    fa, fb = flags(records_a), flags(records_b)
-    ci = bootstrap([fa, fb], stat, seed=seed, **kw)
-    if at_bound(ci):  # e.g. every stream continuous in both runs: no spread, no certainty
-        level = kw.get("confidence", CONFIDENCE)
-        a = wilson_pct(int(sum(fa)), len(fa), level)
-        return _newcombe_for(ci, a, wilson_pct(int(sum(fb)), len(fb), level))
-    return ci
+def continuity_change_at_bound(
+    ci: Interval, job: tuple[tuple[list[float], list[float]], Any], level: float = CONFIDENCE
+) -> Interval:
+    """The continuity change's Interval from its bootstrap `ci` over `job`'s flags: `ci`
+    itself, or, with no spread to resample (`at_bound`: every stream continuous in both
+    runs, say), Newcombe's interval from the two runs' Wilson intervals (`_newcombe_for`)."""
+    if not at_bound(ci):
+        return ci
+    (fa, fb), _ = job
+    a = wilson_pct(int(sum(fa)), len(fa), level)
+    return _newcombe_for(ci, a, wilson_pct(int(sum(fb)), len(fb), level))
 
 
 def point_intervals(
