@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-point", action="store_true")
     parser.add_argument("--skip-matrix", action="store_true")
     parser.add_argument("--workdir", type=Path, help="keep the files here (default: a temp dir)")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="points' --jobs, as the rule's threads (1: left out)"
+    )
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout whose code runs")
     parser.add_argument("--write-readme", action="store_true")
     parser.add_argument("--note", default="", help="conditions, written with the table")
@@ -111,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.workdir or Path(tempfile.mkdtemp(prefix="thetalker-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     rows: list[tuple[str, str, float, float, int, float | None]] = []
+    jobs = ["--jobs", str(args.jobs)] if args.jobs > 1 else []
     load_before = os.getloadavg()[0]
 
     def measure(what: str, label: str, argv: list[str], floor: float | None) -> float:
@@ -134,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             py(
                 "-m",
                 "thetalker.report.points",
+                *jobs,
                 "--out",
                 str(work / "point_points.csv"),
                 "--",
@@ -174,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         stage = measure(
             what,
             "points",
-            py("-m", "thetalker.report.points", "--out", points_csv, "--", *files),
+            py("-m", "thetalker.report.points", *jobs, "--out", points_csv, "--", *files),
             floor,
         )
         metrics = [str(Path(f).with_name("server_metrics.json")) for f in files]
