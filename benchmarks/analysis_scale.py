@@ -19,12 +19,18 @@ what reading the records costs at the least. Figures only: no test asserts them.
     python benchmarks/analysis_scale.py                       # 100,000 x 100 and 80,000
     python benchmarks/analysis_scale.py --point-n 20000 --matrix-n 100   # quicker
     python benchmarks/analysis_scale.py --write-readme --note "machine shared"
+    # each command with main's code just before this checkout's, on the same inputs
+    git worktree add --detach /tmp/main-code main
+    python benchmarks/analysis_scale.py --baseline /tmp/main-code --jobs 2 --workdir /tmp/s
+    python benchmarks/analysis_scale.py --baseline /tmp/main-code --workdir /tmp/s \
+        --skip-point --only points agent_table compare     # a few, inputs kept from before
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
 import shutil
@@ -37,8 +43,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.synthetic_records import templates, write_matrix, write_point  # noqa: E402
-from thetalker.report.settings import ReportSettings  # noqa: E402
+# The synthesis runs in a child process and this one imports nothing heavy: a child's peak
+# RSS (ru_maxrss) starts from its parent's RSS at the fork, so a big parent inflates them.
+GENERATE = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from tests.support.synthetic_records import templates, write_matrix, write_point
+kind, out = sys.argv[2], Path(sys.argv[3])
+if kind == "point":
+    n, reads = int(sys.argv[4]), int(sys.argv[5])
+    write_point(out, templates(400, reads), n, concurrency=64)
+else:
+    systems, models = sys.argv[4].split(","), sys.argv[5].split(",")
+    grid, n, reads = [int(c) for c in sys.argv[6].split(",")], int(sys.argv[7]), int(sys.argv[8])
+    write_matrix(out, systems, models, grid, n, reads, agent_system=systems[-1])
+"""
 
 README = ROOT / "benchmarks" / "README.md"
 BEGIN, END = "<!-- analysis_scale:begin -->", "<!-- analysis_scale:end -->"
@@ -59,9 +79,9 @@ print(n, "records decoded")
 CODE = ROOT  # the thetalker the commands run (--code: e.g. main's checkout, the baseline)
 
 
-def run_child(argv: list[str], log: Path) -> tuple[float, float, int]:
-    """(wall s, peak RSS MB, exit status) of one command."""
-    env = dict(os.environ, PYTHONPATH=str(CODE))
+def run_child(argv: list[str], log: Path, code: Path | None = None) -> tuple[float, float, int]:
+    """(wall s, peak RSS MB, exit status) of one command, run with `code`'s thetalker."""
+    env = dict(os.environ, PYTHONPATH=str(code or CODE))
     with log.open("w") as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
@@ -72,17 +92,22 @@ def run_child(argv: list[str], log: Path) -> tuple[float, float, int]:
 
 
 def settings_json(systems: list[str], models: list[str], grid: list[int]) -> str:
-    return ReportSettings(
-        models=tuple(models),
-        systems=tuple(systems),
-        headline=grid[-1],
-        ratio=(systems[0], systems[1]),
-        gpu_hour_usd=2.0,
-        min_continuity_pct=95.0,
-        ttfa_slo_s=None,
-        grid=tuple(grid),
-        slo={"min_continuity_pct": 95.0},
-    ).to_json()
+    """The report settings (thetalker.report.settings.ReportSettings' JSON) of the matrix."""
+    return json.dumps(
+        {
+            "models": models,
+            "systems": systems,
+            "headline": grid[-1],
+            "ratio": [systems[0], systems[1]],
+            "gpu_hour_usd": 2.0,
+            "min_continuity_pct": 95.0,
+            "ttfa_slo_s": None,
+            "grid": grid,
+            "slo": {"min_continuity_pct": 95.0},
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
 
 
 def py(*args: str) -> list[str]:
@@ -104,6 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--jobs", type=int, default=1, help="points' --jobs, as the rule's threads (1: left out)"
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout (e.g. main's) whose code runs each command too, just before this one",
+    )
+    parser.add_argument("--only", nargs="*", help="the matrix commands to time (default: all)")
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout whose code runs")
     parser.add_argument("--write-readme", action="store_true")
     parser.add_argument("--note", default="", help="conditions, written with the table")
@@ -118,6 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
 
     def measure(what: str, label: str, argv: list[str], floor: float | None) -> float:
+        if floor is not None and args.only and label not in args.only:
+            return 0.0  # not asked for (its outputs, where others need them, are already there)
+        if args.baseline is not None and floor is not None:  # the same command, main's code
+            base = [a for a in argv if a not in jobs]
+            wall, mb, rc = run_child(base, work / f"{label}.base.log", args.baseline.resolve())
+            rows.append((what, f"{label} (baseline)", wall, mb, rc, wall / floor))
+            print(f"{what:>24} {label} (baseline) {wall:8.2f} s {mb:8.0f} MB  rc={rc}", flush=True)
         wall, mb, rc = run_child(argv, work / f"{label}.log")
         rows.append((what, label, wall, mb, rc, (wall / floor) if floor else None))
         print(f"{what:>24} {label:<14} {wall:8.2f} s {mb:8.0f} MB  rc={rc}", flush=True)
@@ -127,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         point = work / "point" / "runs" / "synthetic" / "m" / "c64" / "records.jsonl"
         if not point.is_file():
             t0 = time.perf_counter()
-            write_point(point, templates(400, args.reads), args.point_n, concurrency=64)
+            gen = [str(ROOT), "point", str(point), str(args.point_n), str(args.reads)]
+            subprocess.run(py("-c", GENERATE, *gen), check=True)
             print(f"wrote {point} in {time.perf_counter() - t0:.0f} s", flush=True)
         size = point.stat().st_size / 1e6
         what = f"point {args.point_n:,} x {args.reads} ({size:.0f} MB)"
@@ -153,15 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         matrix = work / "matrix"
         if not (matrix / "runs").is_dir():
             t0 = time.perf_counter()
-            write_matrix(
-                matrix,
-                systems,
-                models,
-                args.grid,
-                args.matrix_n,
-                args.matrix_reads,
-                agent_system=systems[-1],
-            )
+            grid = ",".join(map(str, args.grid))
+            gen = [str(ROOT), "matrix", str(matrix), ",".join(systems), ",".join(models), grid]
+            gen += [str(args.matrix_n), str(args.matrix_reads)]
+            subprocess.run(py("-c", GENERATE, *gen), check=True)
             print(f"wrote the matrix in {time.perf_counter() - t0:.0f} s", flush=True)
         files = sorted(str(p) for p in (matrix / "runs").rglob("records.jsonl"))
         agent = [f for f in files if f"/{systems[-1]}/" in f]

@@ -220,6 +220,8 @@ def points_rows(
         ]
     from concurrent.futures import ProcessPoolExecutor
 
+    import scipy.stats  # noqa: F401  (loaded once here: forked workers inherit it)
+
     with ProcessPoolExecutor(max_workers=min(jobs, len(groups))) as pool:
         futures = [
             pool.submit(point_row, group, thresholds_s, allow_incomplete, 1, allow_inconsistent)
