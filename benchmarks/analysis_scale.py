@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,16 +80,22 @@ print(n, "records decoded")
 CODE = ROOT  # the thetalker the commands run (--code: e.g. main's checkout, the baseline)
 
 
-def run_child(argv: list[str], log: Path, code: Path | None = None) -> tuple[float, float, int]:
-    """(wall s, peak RSS MB, exit status) of one command, run with `code`'s thetalker."""
+def run_child(
+    argv: list[str], log: Path, code: Path | None = None
+) -> tuple[float, float, float, int]:
+    """(wall s, CPU s, peak RSS MB, exit status) of one command, run with `code`'s thetalker.
+    CPU is the command's own and its children's (user + system): on a shared machine its
+    wall time moves with the other work, its CPU time far less."""
     env = dict(os.environ, PYTHONPATH=str(code or CODE))
     with log.open("w") as out:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        # Run from the checkout itself: `python -m` puts the working folder first on the path.
+        where = code or CODE
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=where)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return wall, usage.ru_maxrss / 1024.0, proc.returncode
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, proc.returncode
 
 
 def settings_json(systems: list[str], models: list[str], grid: list[int]) -> str:
@@ -142,24 +149,24 @@ def main(argv: list[str] | None = None) -> int:
     global CODE
     CODE = args.code.resolve()
 
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="thetalker-scale-"))
+    work = (args.workdir or Path(tempfile.mkdtemp(prefix="thetalker-scale-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    rows: list[tuple[str, str, float, float, int, float | None]] = []
+    rows: list[Row] = []
     jobs = ["--jobs", str(args.jobs)] if args.jobs > 1 else []
     load_before = os.getloadavg()[0]
 
-    def measure(what: str, label: str, argv: list[str], floor: float | None) -> float:
+    def measure(what: str, label: str, argv: list[str], floor: Row | None) -> Row:
+        """Run one command (after the same with --baseline's code); its Row."""
         if floor is not None and args.only and label not in args.only:
-            return 0.0  # not asked for (its outputs, where others need them, are already there)
+            return Row(what, label, 0.0, 0.0, 0.0, 0)  # not asked for (outputs kept from before)
         if args.baseline is not None and floor is not None:  # the same command, main's code
             base = [a for a in argv if a not in jobs]
-            wall, mb, rc = run_child(base, work / f"{label}.base.log", args.baseline.resolve())
-            rows.append((what, f"{label} (baseline)", wall, mb, rc, wall / floor))
-            print(f"{what:>24} {label} (baseline) {wall:8.2f} s {mb:8.0f} MB  rc={rc}", flush=True)
-        wall, mb, rc = run_child(argv, work / f"{label}.log")
-        rows.append((what, label, wall, mb, rc, (wall / floor) if floor else None))
-        print(f"{what:>24} {label:<14} {wall:8.2f} s {mb:8.0f} MB  rc={rc}", flush=True)
-        return wall
+            got = run_child(base, work / f"{label}.base.log", args.baseline.resolve())
+            rows.append(Row(what, f"{label} (baseline)", *got, floor))
+            print(rows[-1].line(), flush=True)
+        rows.append(Row(what, label, *run_child(argv, work / f"{label}.log"), floor))
+        print(rows[-1].line(), flush=True)
+        return rows[-1]
 
     if not args.skip_point:
         point = work / "point" / "runs" / "synthetic" / "m" / "c64" / "records.jsonl"
@@ -279,10 +286,9 @@ def main(argv: list[str] | None = None) -> int:
                     str(out / f"{rule}.png"),
                 )
             stage += measure(what, rule, argv2, floor)
-        rows.append(
-            (what, "table stage", stage, max(r[3] for r in rows if r[0] == what), 0, stage / floor)
-        )
-        print(f"{what:>24} table stage    {stage:8.2f} s", flush=True)
+        peak = max(r.mb for r in rows if r.what == what and "baseline" not in r.label)
+        rows.append(Row(what, "table stage", stage.wall, stage.cpu, peak, 0, floor))
+        print(rows[-1].line(), flush=True)
         measure(
             what,
             "compare",
@@ -315,17 +321,43 @@ def main(argv: list[str] | None = None) -> int:
         README.write_text(text)
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
-    return 0 if all(r[4] == 0 for r in rows) else 1
+    return 0 if all(r.rc == 0 for r in rows) else 1
 
 
-def render(rows: list[tuple[str, str, float, float, int, float | None]]) -> str:
+@dataclass
+class Row:
+    what: str
+    label: str
+    wall: float
+    cpu: float
+    mb: float
+    rc: int
+    floor: Row | None = None  # the floor row of the same input
+
+    def __add__(self, other: Row) -> Row:  # a stage: the commands' times summed
+        return Row(self.what, "stage", self.wall + other.wall, self.cpu + other.cpu, 0.0, 0)
+
+    def ratios(self) -> tuple[str, str]:
+        if self.floor is None:
+            return "", ""
+        return f"{self.wall / self.floor.wall:.1f}x", f"{self.cpu / self.floor.cpu:.1f}x"
+
+    def line(self) -> str:
+        times = f"{self.wall:8.2f} s {self.cpu:8.2f} s CPU {self.mb:6.0f} MB"
+        return f"{self.what:>24} {self.label:<24} {times} rc={self.rc}"
+
+
+def render(rows: list[Row]) -> str:
     lines = [
-        "| input | command | wall s | peak MB | x floor | exit |",
-        "|---|---|---:|---:|---:|---:|",
+        "| input | command | wall s | CPU s | peak MB | wall x floor | CPU x floor | exit |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for what, label, wall, mb, rc, ratio in rows:
-        x = "" if ratio is None else f"{ratio:.1f}x"
-        lines.append(f"| {what} | {label} | {wall:.2f} | {mb:.0f} | {x} | {rc} |")
+    for r in rows:
+        xw, xc = r.ratios()
+        lines.append(
+            f"| {r.what} | {r.label} | {r.wall:.2f} | {r.cpu:.2f} | {r.mb:.0f} | {xw} | {xc} "
+            f"| {r.rc} |"
+        )
     return "\n".join(lines)
 
 
