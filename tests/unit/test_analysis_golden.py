@@ -31,3 +31,14 @@ def test_table_is_as_the_reference_code_built_it(built: tuple[Path, Path], expec
 
 def test_every_table_is_checked(built: tuple[Path, Path]):
     assert sorted(p.name for p in built[1].iterdir()) == [p.name for p in EXPECTED]
+
+
+def test_points_over_two_processes_are_the_same_rows(built: tuple[Path, Path]):
+    from tests.support.analysis_golden import _quiet
+    from thetalker.report import points
+
+    root, out = built
+    files = sorted(str(p) for p in (root / "a" / "runs").rglob("records.jsonl"))
+    again = out.parent / "points_jobs2.csv"
+    assert _quiet(points.main, ["--jobs", "2", "--out", str(again), "--", *files]) == 0
+    assert normalise(again, root) == (GOLDEN / "expected" / "points.csv").read_text()
