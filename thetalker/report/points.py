@@ -20,8 +20,12 @@ The capacity search's points (thetalker.pipeline.serve_and_sweep) sit in
 (`--search-manifests`): rows like any other, with `search_point` true. `stock_contaminated`
 is the flag of the point's provenance.json beside its records (None without one).
 
+Each point is read keeping only what its row needs of each record (`point_fields`), and with
+`--jobs N` (the rule's threads) N points are computed at once, in processes (one point
+alone: its bootstraps in N threads); the rows are the same either way.
+
     python -m thetalker.report.points --out results/points.csv [--search-manifests M...] \
-        [--] RECORDS.jsonl...
+        [--jobs N] [--allow-incomplete] [--allow-inconsistent] [--] RECORDS.jsonl...
 """
 
 from __future__ import annotations
