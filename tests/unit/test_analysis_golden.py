@@ -42,3 +42,18 @@ def test_points_over_two_processes_are_the_same_rows(built: tuple[Path, Path]):
     again = out.parent / "points_jobs2.csv"
     assert _quiet(points.main, ["--jobs", "2", "--out", str(again), "--", *files]) == 0
     assert normalise(again, root) == (GOLDEN / "expected" / "points.csv").read_text()
+
+
+def test_the_agent_table_over_two_processes_is_the_same(built: tuple[Path, Path]):
+    from tests.support.analysis_golden import _quiet
+    from thetalker.report import agent
+
+    root, out = built
+    files = sorted(str(p) for p in (root / "a" / "runs" / "agent").rglob("records.jsonl"))
+    again = out.parent / "agent_jobs2.md"
+    assert _quiet(agent.main, ["--jobs", "2", "--records", *files, "--table", str(again)]) == 0
+    assert normalise(again, root) == (GOLDEN / "expected" / "agent.md").read_text()
+    assert (
+        normalise(again.with_suffix(".csv"), root)
+        == (GOLDEN / "expected" / "agent.csv").read_text()
+    )
