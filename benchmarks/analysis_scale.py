@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-matrix", action="store_true")
     parser.add_argument("--workdir", type=Path, help="keep the files here (default: a temp dir)")
     parser.add_argument(
-        "--jobs", type=int, default=1, help="points' --jobs, as the rule's threads (1: left out)"
+        "--jobs", type=int, default=1, help="points' and agent's --jobs, as the rules' threads"
     )
     parser.add_argument(
         "--baseline",
@@ -245,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             py(
                 "-m",
                 "thetalker.report.agent",
+                *jobs,
                 "--records",
                 *agent,
                 "--table",
