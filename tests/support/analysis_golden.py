@@ -71,7 +71,7 @@ def _point(run: Path, label: str, pool: list[dict], n: int, seed: int, **kw) -> 
     c = int(label[1:]) if label.startswith("c") else None
     rate = float(label[1:]) if label.startswith("r") else None
     path = write_point(run / label / "records.jsonl", pool, n, seed=seed, rate=rate, **kw)
-    write_summary(path.parent, c, rate)
+    write_summary(path.parent, c, rate, pool[0].get("protocol", "http"))
     (path.parent / "server_metrics.json").write_text(
         json.dumps({"version": 1, "available": False, "reason": "synthetic run"})
     )

@@ -244,8 +244,11 @@ def _dropped(rec: dict) -> dict:
     )
 
 
-def write_summary(point_dir: Path, concurrency: int | None, rate: float | None = None) -> None:
-    """The few summary.json fields `thetalker-compare` reads beside the records."""
+def write_summary(
+    point_dir: Path, concurrency: int | None, rate: float | None = None, protocol: str = "http"
+) -> None:
+    """The few summary.json fields `thetalker-compare` reads beside the records (which it
+    checks against them: the protocol is the records')."""
     (point_dir / "summary.json").write_text(
         json.dumps(
             {
@@ -253,7 +256,7 @@ def write_summary(point_dir: Path, concurrency: int | None, rate: float | None =
                 "concurrency": concurrency,
                 "request_rate": rate,
                 "sample_rate": SAMPLE_RATE,
-                "options": {"model": "synthetic", "protocol": "http"},
+                "options": {"model": "synthetic", "protocol": protocol},
             }
         )
     )
@@ -292,7 +295,7 @@ def write_matrix(
                     seed=seed + 1000 * s + 100 * m + k,
                     rate=r,
                 )
-                write_summary(point, c, r)
+                write_summary(point, c, r, pool[0].get("protocol", "http"))
                 (point / "server_metrics.json").write_text(
                     json.dumps({"version": 1, "available": False, "reason": "synthetic run"})
                 )
