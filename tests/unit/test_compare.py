@@ -254,7 +254,8 @@ def test_points_that_measured_different_things_are_named_not_compared(
     write_point(a, "s", "m", 2, _run(BASE_AUDIO, BASE_TTFA))
     records = _run(BASE_AUDIO, BASE_TTFA)
     if "sample_rate" in over:  # what the records say, and their summary with them
-        records = [{**r, "sample_rate": over["sample_rate"]} for r in records]
+        rate = over["sample_rate"]  # the chunks carry the same audio at that rate
+        records = [with_audio({**r, "sample_rate": rate}, r["audio_s"]) for r in records]
     write_point(b, "s", "m", 2, records, **over)
     rows, _, _, unlike = compare.compare_folders(a, b)
     assert rows == [] and len(unlike) == 1 and named in unlike[0]
