@@ -13,11 +13,11 @@ from thetalker.metrics import intervals
 from thetalker.metrics.intervals import bootstrap, percentile_intervals, shared_bootstrap
 from thetalker.metrics.players import summarize_players
 from thetalker.metrics.point import point_fields, summarize_point
-from thetalker.metrics.stream import _chunk_play_starts
+from thetalker.metrics.stream import chunk_play_starts
 
 
 def _loop_play_starts(arrivals, sizes, bps):
-    """The chunk-by-chunk player `_chunk_play_starts` was before (the reference)."""
+    """The chunk-by-chunk player `chunk_play_starts` was before (the reference)."""
     starts, ends = np.empty(len(arrivals)), np.empty(len(arrivals))
     play_end = -np.inf
     for i, (t_i, b_i) in enumerate(zip(arrivals, sizes, strict=True)):
@@ -39,7 +39,7 @@ def test_play_starts_are_the_loops_to_the_last_bit():
         if rng.random() < 0.3:
             times = [round(t, 2) for t in times]  # ties: a chunk arriving as the last ends
         sizes = [rng.choice([0, 1, 960, 4800, 48000, rng.randint(0, 100000)]) for _ in times]
-        new, old = _chunk_play_starts(times, sizes, bps), _loop_play_starts(times, sizes, bps)
+        new, old = chunk_play_starts(times, sizes, bps), _loop_play_starts(times, sizes, bps)
         assert np.array_equal(new[0], old[0]) and np.array_equal(new[1], old[1])
 
 
