@@ -228,8 +228,10 @@ rule agent_table:
         "results/logs/agent_table.log",
     conda:
         "../envs/report.yaml"
+    # Points are computed in parallel, one process each (the same table on one core).
+    threads: workflow.cores
     shell:
-        "python -m thetalker.report.agent --records {input} --table {output.table} --figure {output.figure} > {log} 2>&1"
+        "python -m thetalker.report.agent --jobs {threads} --records {input} --table {output.table} --figure {output.figure} > {log} 2>&1"
 
 
 # Where each point's numbers came from: one row per speed point in provenance.md (the

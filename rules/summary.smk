@@ -19,7 +19,9 @@ rule points:
         "results/logs/points.log",
     conda:
         "../envs/report.yaml"
+    # Points are computed in parallel, one process each (the same rows on one core).
+    threads: workflow.cores
     params:
         thresholds=config["report"]["continuity_thresholds_s"],
     shell:
-        "python -m thetalker.report.points --out {output} --continuity-thresholds-s {params.thresholds} --search-manifests {input.search} -- {input.records} > {log} 2>&1"
+        "python -m thetalker.report.points --jobs {threads} --out {output} --continuity-thresholds-s {params.thresholds} --search-manifests {input.search} -- {input.records} > {log} 2>&1"

@@ -92,6 +92,8 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 sid,
                 text,
                 audio_s=len(pcm) / 2 / rate,
+                chunk_arrival_s=[0.0],  # the timeline its audio_s is (a reader checks)
+                chunk_bytes=[len(pcm)],
                 sample_rate=rate,
                 audio_path=f"audio/{sid}.wav",
             )

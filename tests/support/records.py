@@ -6,7 +6,7 @@ from pathlib import Path
 
 from thetalker.data.records import RECORD_FIELDS, append_record
 
-__all__ = ["make_record", "write_point"]
+__all__ = ["make_record", "with_audio", "write_point"]
 
 
 def make_record(i: int, *, ok: bool = True, continuous: bool = True, warmup: bool = False):
@@ -39,6 +39,13 @@ def make_record(i: int, *, ok: bool = True, continuous: bool = True, warmup: boo
         stall_s=0.0 if continuous else 0.4,
     )
     return record
+
+
+def with_audio(record: dict, seconds: float) -> dict:
+    """The record carrying `seconds` of audio: `audio_s` and the chunks' bytes agree (a
+    reader refuses a figure its timeline contradicts), in the record's two chunks."""
+    total = round(seconds * int(record["sample_rate"]) * 2)
+    return {**record, "audio_s": seconds, "chunk_bytes": [total // 2, total - total // 2]}
 
 
 def write_point(root: Path, system: str, model: str, c: int, records: list[dict]) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.records import make_record
+from tests.support.records import make_record, with_audio
 from thetalker import metrics
 from thetalker.cli import compare as compare_cli
 from thetalker.data.records import append_record, write_json
@@ -46,7 +46,7 @@ def _run(audio_s: list[float], ttfa_s: list[float]) -> list[dict]:
     """Scored records sent 0.1 s apart, each 0.5 s long: RTFx = sum(audio) / window."""
     records = []
     for i, (audio, ttfa) in enumerate(zip(audio_s, ttfa_s, strict=True)):
-        records.append({**make_record(i), "audio_s": audio, "ttfa_s": ttfa})
+        records.append({**with_audio(make_record(i), audio), "ttfa_s": ttfa})
     return records
 
 
@@ -254,7 +254,8 @@ def test_points_that_measured_different_things_are_named_not_compared(
     write_point(a, "s", "m", 2, _run(BASE_AUDIO, BASE_TTFA))
     records = _run(BASE_AUDIO, BASE_TTFA)
     if "sample_rate" in over:  # what the records say, and their summary with them
-        records = [{**r, "sample_rate": over["sample_rate"]} for r in records]
+        rate = over["sample_rate"]  # the chunks carry the same audio at that rate
+        records = [with_audio({**r, "sample_rate": rate}, r["audio_s"]) for r in records]
     write_point(b, "s", "m", 2, records, **over)
     rows, _, _, unlike = compare.compare_folders(a, b)
     assert rows == [] and len(unlike) == 1 and named in unlike[0]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.records import make_record, write_point
+from tests.support.records import make_record, with_audio, write_point
 from thetalker import metrics
 from thetalker.data.records import append_record
 from thetalker.metrics import point_cost, summarize_point
@@ -155,9 +155,7 @@ def test_every_table_has_a_csv_with_the_same_numbers(tmp_path, runs):
 def test_a_ratio_within_noise_is_marked(tmp_path):
     # a and b identical: the ratio is 1.00x and its interval holds 1.0
     for system in ("a", "b"):
-        recs = [make_record(i, continuous=True) for i in range(6)]
-        for i, r in enumerate(recs):
-            r["audio_s"] = 1.5 + 0.2 * i
+        recs = [with_audio(make_record(i, continuous=True), 1.5 + 0.2 * i) for i in range(6)]
         write_point(tmp_path, system, "m", 2, recs)
     md = _tables(tmp_path, _points_csv(tmp_path))
     line = next(x for x in md["throughput"].read_text().splitlines() if x.startswith("| m |"))
@@ -172,7 +170,7 @@ def test_repeats_give_the_rounds_interval_and_a_paired_ratio(tmp_path):
             path.parent.mkdir(parents=True)
             with path.open("w", encoding="utf-8") as fh:
                 for i in range(4):
-                    append_record(fh, {**make_record(i), "audio_s": seconds})
+                    append_record(fh, with_audio(make_record(i), seconds))
     out = _points_csv(tmp_path)
     rows = {r["system"]: r for r in csv.DictReader(out.open())}
     assert rows["a"]["rtfx_method"] == "repeats-t" and rows["a"]["rounds"] == "3"

@@ -3,6 +3,7 @@
 thetalker.data.records checks every record line it reads with these (`check_record`): a
 value is of its field's declared type or refused with why, strictly (a bool is no int, a
 string is no bool, a float is finite), so no reader reinterprets a value it was given.
+`timeline_problem` checks a well-typed record's derived figures against its own timeline.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["type_problem", "nonfinite_inside", "fields_problem"]
+__all__ = ["type_problem", "nonfinite_inside", "fields_problem", "timeline_problem"]
 
 
 def fields_problem(
@@ -84,4 +85,32 @@ def nonfinite_inside(value: Any) -> str | None:
             problem = nonfinite_inside(v)
             if problem is not None:
                 return problem
+    return None
+
+
+# Float noise allowed between a derived figure and the same figure computed again here
+# (the writer computes it by the same formula: they agree exactly unless edited).
+_REL_TOL = 1e-9
+_ABS_TOL = 1e-9
+
+
+def timeline_problem(record: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(field, why) when a record's figures contradict its own raw timeline (None when
+    they agree): `audio_s` is the audio its chunks carry, `sum(chunk_bytes) / (sample_rate
+    x 2)` (16-bit mono); `ttfa_s`, the first audio, is no later than the request's end
+    (`wall_s`). A figure edited or corrupted apart from its timeline (an `audio_s` of 10^9
+    makes an RTFx of 476,591) would otherwise pass every type check."""
+    bps = int(record["sample_rate"]) * 2
+    carried = sum(record["chunk_bytes"]) / bps if bps > 0 else 0.0
+    audio = float(record["audio_s"])
+    if abs(audio - carried) > _ABS_TOL + _REL_TOL * abs(carried):
+        return "audio_s", (
+            f"{audio:g} s, but its chunks carry {carried:g} s "
+            "(sum(chunk_bytes) / (sample_rate x 2)): a figure apart from its timeline"
+        )
+    ttfa, wall = record["ttfa_s"], float(record["wall_s"])
+    if ttfa is not None and float(ttfa) > wall + _ABS_TOL + _REL_TOL * abs(wall):
+        return "ttfa_s", (
+            f"first audio at {float(ttfa):g} s, after the request's end (wall_s {wall:g} s)"
+        )
     return None

@@ -9,7 +9,6 @@ figures, WER) rebuilds from `records.jsonl` alone. Schema: docs/records.md.
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import math
 import os
@@ -20,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from thetalker.data.record_checks import fields_problem
+import msgspec
+
+from thetalker.data.record_checks import fields_problem, timeline_problem
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -319,6 +320,7 @@ def read_records(
     path: str | os.PathLike[str],
     warn: Callable[[str], None] | None = None,
     require_complete: bool = False,
+    require_consistent: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Yield the records of a JSONL file; any bad line raises RecordError naming file and line.
 
@@ -333,38 +335,54 @@ def read_records(
     the file and the indices (`incompleteness`). `warn` gets each warning line (default: stderr
     with a `warning: ` prefix); `require_complete` raises RecordError for missing indices
     instead, after the last record was yielded.
+
+    A record whose figures contradict its own timeline (`timeline_problem`: an `audio_s`
+    its chunks do not carry, a `ttfa_s` after `wall_s`), or whose `sample_rate` is not the
+    file's first record's, is warned once per field at the end (`FILE:LINE: field F: why`,
+    and how many records are like it); `require_consistent` raises RecordError at the first.
+
+    The file is read a line at a time (memory does not grow with it), and each line is
+    decoded and checked in one pass of msgspec against `Record` (`_fast_record`); a line
+    that pass does not take goes through the standard library's decoder and `check_record`,
+    which accept what the schema allows and word the refusal.
     """
     path = Path(path)
     say = warn if warn is not None else _warn_stderr
-    raw = path.read_bytes()
-    try:
-        lines = io.StringIO(raw.decode("utf-8"), newline="\n").readlines()  # on \n alone
-    except UnicodeDecodeError as exc:
-        line = 1 + raw[: exc.start].count(b"\n")
-        raise RecordError(f"{path}:{line}: not UTF-8 text") from None
     seen: dict[int, int] = {}  # request_index -> its line
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line, parse_constant=_refuse_constant)
-        except ValueError as exc:
-            if lineno == len(lines) and not line.endswith("\n"):
-                say(f"{path}:{lineno}: torn last line skipped (a write cut short, e.g. SIGKILL)")
-                break  # torn final write: everything before it is intact
-            why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-            raise RecordError(f"{path}:{lineno}: not valid JSON ({why})") from None
-        problem = check_record(record)
-        if problem is not None:
-            raise RecordError(f"{path}:{lineno}: {problem}")
-        index = record["request_index"]
-        if index in seen:
-            raise RecordError(
-                f"{path}:{lineno}: request_index {index} already read at line {seen[index]} "
-                "(a duplicated line would count that request twice)"
-            )
-        seen[index] = lineno
-        yield record
+    doubts = _Doubts(path, require_consistent)
+    rate: tuple[int, int] | None = None  # the file's sample rate, the line it was read at
+    with path.open("rb") as fh:
+        lines = iter(fh)  # split on \n alone, as written
+        line = next(lines, None)
+        lineno = 0
+        while line is not None:
+            following = next(lines, None)
+            lineno += 1
+            record = _fast_record(line)
+            if record is None:
+                record = _checked_record(path, lineno, line, last=following is None, say=say)
+                if record is _TORN:
+                    break
+                if record is None:  # a blank line
+                    line = following
+                    continue
+            index = record["request_index"]
+            if index in seen:
+                raise RecordError(
+                    f"{path}:{lineno}: request_index {index} already read at line {seen[index]} "
+                    "(a duplicated line would count that request twice)"
+                )
+            seen[index] = lineno
+            problem = timeline_problem(record)
+            if problem is not None:
+                doubts.add(lineno, *problem)
+            if rate is None:
+                rate = (record["sample_rate"], lineno)
+            elif record["sample_rate"] != rate[0]:
+                doubts.add(lineno, "sample_rate", _other_rate(record["sample_rate"], *rate))
+            yield record
+            line = following
+    doubts.say(say)
     indices = seen.keys()
     gap = incompleteness(path, indices)
     if gap is not None:
@@ -373,18 +391,108 @@ def read_records(
         say(gap)
 
 
+# msgspec decodes a line to the same dict as `json.loads` and checks it against `Record`
+# in C: the strict types check_record asks for (a bool is no int, an int no bool, a float
+# no string), numbers finite (msgspec refuses NaN, Infinity and out-of-range numbers).
+_DECODE = msgspec.json.Decoder().decode
+_TORN: Any = object()
+
+
+def _fast_record(line: bytes) -> dict[str, Any] | None:
+    """The line's record when msgspec takes it as one of the declared schema (None: it did
+    not, or the line is blank; `_checked_record` decides and says why)."""
+    try:
+        record = _DECODE(line)
+        msgspec.convert(record, Record)
+    except msgspec.MsgspecError:
+        return None
+    if not 0 <= record["request_index"] <= MAX_REQUEST_INDEX:
+        return None
+    return record
+
+
+def _other_rate(rate: int, first: int, where: int | str) -> str:
+    at = f"line {where}" if isinstance(where, int) else where
+    return f"{rate} Hz, but {at} has {first} Hz (one run has one rate: its figures would mix two)"
+
+
+class _Doubts:
+    """Records whose figures contradict their timeline: refused at the first (`strict`), or
+    said once per field when the file is read, naming the first line and the count."""
+
+    def __init__(self, path: Path, strict: bool) -> None:
+        self.path, self.strict = path, strict
+        self.first: dict[str, tuple[int, str]] = {}
+        self.count: dict[str, int] = {}
+
+    def add(self, lineno: int, field: str, why: str) -> None:
+        if self.strict:
+            raise RecordError(f"{self.path}:{lineno}: field {field}: {why}")
+        self.first.setdefault(field, (lineno, why))
+        self.count[field] = self.count.get(field, 0) + 1
+
+    def say(self, say: Callable[[str], None]) -> None:
+        for field, (lineno, why) in self.first.items():
+            more = self.count[field] - 1
+            also = f" ({more} more record{'s' if more > 1 else ''} like it)" if more else ""
+            say(f"{self.path}:{lineno}: field {field}: {why}{also}")
+
+
+def _checked_record(
+    path: Path, lineno: int, raw: bytes, last: bool, say: Callable[[str], None]
+) -> dict[str, Any] | None:
+    """The line read by the standard library and `check_record`: the record, None for a
+    blank line, `_TORN` for a torn last line (warned); RecordError saying what is wrong."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RecordError(f"{path}:{lineno}: not UTF-8 text") from None
+    if not line.strip():
+        return None
+    try:
+        record = json.loads(line, parse_constant=_refuse_constant)
+    except ValueError as exc:
+        if last and not line.endswith("\n"):
+            say(f"{path}:{lineno}: torn last line skipped (a write cut short, e.g. SIGKILL)")
+            return _TORN  # torn final write: everything before it is intact
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise RecordError(f"{path}:{lineno}: not valid JSON ({why})") from None
+    problem = check_record(record)
+    if problem is not None:
+        raise RecordError(f"{path}:{lineno}: {problem}")
+    return record
+
+
 def read_rounds(
-    paths: Sequence[str | os.PathLike[str]], **kwargs: Any
-) -> list[list[dict[str, Any]]]:
+    paths: Sequence[str | os.PathLike[str]],
+    keep: Callable[[dict[str, Any]], Any] | None = None,
+    **kwargs: Any,
+) -> list[list[Any]]:
     """The records of each file (`read_records`, same options), one list per round; the
-    same file named twice (by any path to it) is refused, as it would double the point."""
+    same file named twice (by any path to it) is refused, as it would double the point.
+    `keep`: what to hold of each record as it is read (e.g. the fields a table needs),
+    so memory grows with that, not with the records' timelines."""
     seen: dict[Path, str] = {}
     for p in paths:
         real = Path(p).resolve()
         if real in seen:
             raise RecordError(f"{p}: the same records file as {seen[real]}, given twice")
         seen[real] = str(p)
-    return [list(read_records(p, **kwargs)) for p in paths]
+    rounds: list[list[Any]] = []
+    rate: tuple[int, str] | None = None  # the first round's sample rate, its file
+    for p in paths:
+        one = []
+        for r in read_records(p, **kwargs):
+            if not one and rate is None:
+                rate = (r["sample_rate"], str(p))
+            elif not one and r["sample_rate"] != rate[0]:  # a file is one rate: read_records
+                why = f"{p}: field sample_rate: {_other_rate(r['sample_rate'], *rate)}"
+                if kwargs.get("require_consistent"):
+                    raise RecordError(why)
+                (kwargs.get("warn") or _warn_stderr)(why)
+            one.append(r if keep is None else keep(r))
+        rounds.append(one)
+    return rounds
 
 
 def _missing_runs(indices: Iterable[int]) -> list[tuple[int, int]]:

@@ -10,7 +10,7 @@ import numpy as np
 from thetalker.metrics.intervals import (
     SEED,
     continuity_interval,
-    percentile_interval,
+    percentile_intervals,
     rtfx_bootstrap,
 )
 from thetalker.metrics.point import percentiles, scored_records
@@ -148,9 +148,11 @@ def agent_intervals(
         "sentence_lag_s": _sentence_values(ok, "sentence_lag_s"),
         "sentence_heard_lag_s": _sentence_values(ok, "sentence_heard_lag_s"),
     }
-    for name, values in series.items():
+    # One draw of resamples for the series of one size (the same Intervals: shared_bootstrap).
+    found = percentile_intervals(series, (50, 90), seed=seed)
+    for name in series:
         for q in (50, 90):
-            out[f"{name}_p{q}"] = percentile_interval(values, q, seed=seed)
+            out[f"{name}_p{q}"] = found[name][q]
     return out
 
 

@@ -4,7 +4,8 @@ scipy is imported where it is used."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,13 @@ __all__ = [
     "percentile_change_bootstrap",
     "continuity_change_bootstrap",
     "point_intervals",
+    "shared_bootstrap",
+    "percentile_intervals",
+    "shared_change_bootstrap",
+    "rtfx_change_job",
+    "percentile_change_job",
+    "continuity_change_job",
+    "continuity_change_at_bound",
 ]
 
 # --- intervals ---------------------------------------------------------------------------
@@ -178,16 +186,134 @@ def at_bound(ci: Interval) -> bool:
     return ci.value is not None and (ci.low is None or ci.high is None or ci.low == ci.high)
 
 
+# Resampled values held at once by the shared bootstraps below (per array): bounds their
+# memory at about 8 bytes x this, whatever the sample's size.
+_BLOCK_VALUES = 4_000_000
+
+
+def _resample_blocks(n: int, seed: int, n_resamples: int) -> Iterator[np.ndarray]:
+    """The row indices of `bootstrap`'s resamples of one sample of size n, in blocks of
+    rows: the draws scipy.stats.bootstrap makes from `default_rng(seed)` (numpy fills a
+    (1000, n) block as it fills consecutive smaller ones), in blocks sized by memory."""
+    rng = np.random.default_rng(seed)
+    rows = max(1, min(_BATCH, _BLOCK_VALUES // n))
+    for k in range(0, n_resamples, rows):
+        yield rng.integers(0, n, (min(rows, n_resamples - k), n))
+
+
+def _percentile_ci(theta: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
+    """The percentile interval of a bootstrap distribution, as `bootstrap` takes it from
+    scipy's: its resamples with an undefined statistic (nan) left out, then the percentiles
+    at (1 - confidence) / 2 and its complement; (None, None) when none is left."""
+    draws = np.asarray(theta, dtype=float)
+    draws = draws[~np.isnan(draws)]
+    if draws.size == 0:
+        return None, None
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    low, high = (_finite(b) for b in np.percentile(draws, [tail, 100.0 - tail]))
+    return low, high
+
+
+def _check_bootstrap(n_resamples: int, confidence: float) -> None:
+    """`bootstrap`'s refusals of its settings, for the shared bootstraps alike."""
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+
+
+def _percentile_job(
+    name: str, values: Iterable[float | None], qs: Sequence[float]
+) -> tuple[tuple[tuple[str, float], ...], tuple[list[float], Any]]:
+    """A `shared_bootstrap` job of percentiles `qs` of the values (None left out), keyed
+    (name, q)."""
+
+    def stat(x: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.percentile(x, list(qs), axis=axis)
+
+    return tuple((name, q) for q in qs), ([float(v) for v in values if v is not None], stat)
+
+
+def shared_bootstrap(
+    jobs: Mapping[Any, tuple[Sequence[float] | np.ndarray, Any]],
+    seed: int = SEED,
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    threads: int = 1,
+) -> dict[Any, Interval]:
+    """`bootstrap([sample], statistic)` of each job (name: (sample, statistic)), the same
+    Intervals, with one draw of resamples for all the samples of one size.
+
+    Each one-sample `bootstrap` seeded alike draws the same indices for samples of the same
+    size, so drawing them once and applying every statistic is the same bootstrap for a
+    fraction of the work (the draws and the gathering dominate it). A statistic may give
+    several rows at once (`np.percentile(x, [50, 90], axis=-1)`); its job then names a
+    tuple of Intervals' keys: {("p50", "p90"): (x, stat)}. `threads` > 1: the statistics
+    of one block of resamples are computed by that many threads (numpy's gathering and
+    partitioning let go of the GIL); each is the same computation, so the same figures."""
+    _check_bootstrap(n_resamples, confidence)
+    out: dict[Any, Interval] = {}
+    by_size: dict[int, list[tuple[Any, np.ndarray, Any, Any]]] = {}
+    for name, (sample, statistic) in jobs.items():
+        data = np.asarray(sample, dtype=float)
+        keys = name if isinstance(name, tuple) else (name,)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            values = np.atleast_1d(statistic(data, axis=-1)) if data.size else None
+        if data.size < 2:
+            for k, key in enumerate(keys):
+                value = None if values is None else _finite(values[k])
+                out[key] = _none_interval(METHOD_BOOTSTRAP, int(data.size), value)
+            continue
+        by_size.setdefault(data.size, []).append((keys, data, statistic, values))
+    pool = ThreadPoolExecutor(threads) if threads > 1 and len(jobs) > 1 else None
+    for n, group in by_size.items():
+        thetas: list[list[np.ndarray]] = [[] for _ in group]
+        for rows in _resample_blocks(n, seed, n_resamples):
+
+            def one(job: tuple[Any, np.ndarray, Any, Any], rows: np.ndarray = rows) -> np.ndarray:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    return np.atleast_2d(job[2](job[1][rows], axis=-1))
+
+            found = pool.map(one, group) if pool is not None else map(one, group)
+            for theta, block in zip(thetas, found, strict=True):
+                theta.append(block)
+        for theta, (keys, _, _, values) in zip(thetas, group, strict=True):
+            dist = np.concatenate(theta, axis=-1)
+            for k, key in enumerate(keys):
+                value = _finite(values[k])
+                if value is None:
+                    out[key] = _none_interval(METHOD_BOOTSTRAP, n, None)
+                    continue
+                low, high = _percentile_ci(dist[k], confidence)
+                out[key] = (
+                    _none_interval(METHOD_BOOTSTRAP, n, value)
+                    if low is None or high is None
+                    else Interval(value, low, high, METHOD_BOOTSTRAP, n, confidence)
+                )
+    if pool is not None:
+        pool.shutdown()
+    return out
+
+
+def percentile_intervals(
+    series: Mapping[str, Iterable[float | None]],
+    qs: Sequence[float],
+    seed: int = SEED,
+    **kw: Any,
+) -> dict[str, dict[float, Interval]]:
+    """`percentile_interval(values, q)` of each series at each q (the same Intervals):
+    {name: {q: Interval}}, the series of one size sharing one draw (`shared_bootstrap`)."""
+
+    jobs = dict(_percentile_job(name, values, qs) for name, values in series.items())
+    found = shared_bootstrap(jobs, seed=seed, **kw)
+    return {name: {q: found[(name, q)] for q in qs} for name in series}
+
+
 def percentile_interval(
     values: Iterable[float | None], q: float, seed: int = SEED, **kw: Any
 ) -> Interval:
     """Percentile `q` (linear interpolation, as `percentiles`) with a bootstrap over values."""
-    data = [float(v) for v in values if v is not None]
-
-    def stat(x: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.percentile(x, q, axis=axis)
-
-    return bootstrap([data], stat, seed=seed, **kw)
+    return percentile_intervals({"values": values}, [q], seed=seed, **kw)["values"][q]
 
 
 def wilson_pct(successes: int, n: int, confidence: float = CONFIDENCE) -> Interval:
@@ -326,14 +452,22 @@ def rtfx_bootstrap(records: Iterable[Mapping[str, Any]], seed: int = SEED, **kw:
     warmer server, a noisy neighbour); only repeats do.
     """
     scored = scored_records(records)
+    job = _rtfx_job(scored)
+    if job is None:
+        return _none_interval(METHOD_BOOTSTRAP, len(scored))
+    return shared_bootstrap({"rtfx": job}, seed=seed, **kw)["rtfx"]
+
+
+def _rtfx_job(scored: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, Any] | None:
+    """`rtfx_bootstrap`'s sample and statistic (None: no window, no interval)."""
     window_s = measurement_window_s(scored)
     if window_s <= 0:
-        return _none_interval(METHOD_BOOTSTRAP, len(scored))
+        return None
 
     def stat(audio: np.ndarray, axis: int = -1) -> np.ndarray:
         return audio.sum(axis=axis) / window_s
 
-    return bootstrap([_delivered_audio_s(scored)], stat, seed=seed, **kw)
+    return _delivered_audio_s(scored), stat
 
 
 def repeats_interval(values: Sequence[float | None], confidence: float = CONFIDENCE) -> Interval:
@@ -451,6 +585,75 @@ def _pool(rounds: Sequence[Sequence[Mapping[str, Any]]]) -> list[Mapping[str, An
     return [r for one in rounds for r in one]
 
 
+def shared_change_bootstrap(
+    jobs: Mapping[Any, tuple[tuple[Sequence[float], Sequence[float]], Any]],
+    seed: int = SEED,
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+) -> dict[Any, Interval]:
+    """`bootstrap([a, b], statistic)` of each job (name: ((a, b), statistic)), the same
+    Intervals, with one draw of resamples for all the jobs whose samples have the same two
+    sizes: scipy draws A's block of 1000 resamples, then B's, batch after batch, from the
+    one seeded generator; the draws depend on the sizes alone. A job may name a tuple of
+    keys for a statistic of several rows (as `shared_bootstrap`)."""
+    _check_bootstrap(n_resamples, confidence)
+    out: dict[Any, Interval] = {}
+    groups: dict[tuple[int, int], list[tuple[Any, np.ndarray, np.ndarray, Any, Any]]] = {}
+    for name, ((a, b), statistic) in jobs.items():
+        xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        keys = name if isinstance(name, tuple) else (name,)
+        n = min(xa.size, xb.size)
+        if n == 0:
+            out.update({key: _none_interval(METHOD_BOOTSTRAP) for key in keys})
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            values = np.atleast_1d(statistic(xa, xb, axis=-1))
+        if n < 2:
+            out.update({key: _none_interval(METHOD_BOOTSTRAP, n, _finite(values[k]))
+                        for k, key in enumerate(keys)})  # fmt: skip
+            continue
+        groups.setdefault((xa.size, xb.size), []).append((keys, xa, xb, statistic, values))
+    for (na, nb), group in groups.items():
+        rng = np.random.default_rng(seed)
+        thetas: list[list[np.ndarray]] = [[] for _ in group]
+        for k in range(0, n_resamples, _BATCH):
+            rows = min(_BATCH, n_resamples - k)
+            ia, ib = rng.integers(0, na, (rows, na)), rng.integers(0, nb, (rows, nb))
+            for theta, (_, xa, xb, statistic, _) in zip(thetas, group, strict=True):
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    theta.append(np.atleast_2d(statistic(xa[ia], xb[ib], axis=-1)))
+        for theta, (keys, _, _, _, values) in zip(thetas, group, strict=True):
+            dist = np.concatenate(theta, axis=-1)
+            n = min(na, nb)
+            for k, key in enumerate(keys):
+                value = _finite(values[k])
+                low, high = (
+                    _percentile_ci(dist[k], confidence) if value is not None else (None,) * 2
+                )
+                out[key] = (
+                    _none_interval(METHOD_BOOTSTRAP, n, value)
+                    if value is None or low is None or high is None
+                    else Interval(value, low, high, METHOD_BOOTSTRAP, n, confidence)
+                )
+    return out
+
+
+def rtfx_change_job(
+    records_a: Iterable[Mapping[str, Any]], records_b: Iterable[Mapping[str, Any]], ratio: bool
+) -> tuple[tuple[np.ndarray, np.ndarray], Any] | None:
+    """`rtfx_change_bootstrap`'s samples and statistic (None: a run without a window)."""
+    sa, sb = scored_records(records_a), scored_records(records_b)
+    wa, wb = measurement_window_s(sa), measurement_window_s(sb)
+    if wa <= 0 or wb <= 0:
+        return None
+
+    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        top, bottom = x.sum(axis=axis) / wa, y.sum(axis=axis) / wb
+        return top / bottom if ratio else top - bottom
+
+    return (_delivered_audio_s(sa), _delivered_audio_s(sb)), stat
+
+
 def rtfx_change_bootstrap(
     records_a: Iterable[Mapping[str, Any]],
     records_b: Iterable[Mapping[str, Any]],
@@ -460,29 +663,46 @@ def rtfx_change_bootstrap(
 ) -> Interval:
     """RTFx(A) / RTFx(B) (or A - B) of two independent runs, each run's requests
     resampled on their own and each run's window kept (as `rtfx_bootstrap`)."""
-    sa, sb = scored_records(records_a), scored_records(records_b)
-    wa, wb = measurement_window_s(sa), measurement_window_s(sb)
-    if wa <= 0 or wb <= 0:
+    job = rtfx_change_job(records_a, records_b, ratio)
+    if job is None:
         return _none_interval(METHOD_BOOTSTRAP)
+    return shared_change_bootstrap({"rtfx": job}, seed=seed, **kw)["rtfx"]
+
+
+def percentile_change_job(
+    a: Iterable[float | None], b: Iterable[float | None], qs: Sequence[float]
+) -> tuple[tuple[list[float], list[float]], Any]:
+    """`percentile_change_bootstrap`'s samples and a statistic of one row per q."""
+    xa = [float(v) for v in a if v is not None]
+    xb = [float(v) for v in b if v is not None]
 
     def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        top, bottom = x.sum(axis=axis) / wa, y.sum(axis=axis) / wb
-        return top / bottom if ratio else top - bottom
+        return np.percentile(x, list(qs), axis=axis) - np.percentile(y, list(qs), axis=axis)
 
-    return bootstrap([_delivered_audio_s(sa), _delivered_audio_s(sb)], stat, seed=seed, **kw)
+    return (xa, xb), stat
 
 
 def percentile_change_bootstrap(
     a: Iterable[float | None], b: Iterable[float | None], q: float, seed: int = SEED, **kw: Any
 ) -> Interval:
     """Percentile q of A minus that of B, two independent samples resampled on their own."""
-    xa = [float(v) for v in a if v is not None]
-    xb = [float(v) for v in b if v is not None]
+    return shared_change_bootstrap({"q": percentile_change_job(a, b, [q])}, seed=seed, **kw)["q"]
+
+
+def continuity_change_job(
+    records_a: Iterable[Mapping[str, Any]], records_b: Iterable[Mapping[str, Any]]
+) -> tuple[tuple[list[float], list[float]], Any]:
+    """`continuity_change_bootstrap`'s samples and statistic."""
+
+    def flags(records: Iterable[Mapping[str, Any]]) -> list[float]:
+        return [
+            1.0 if r.get("ok") and r.get("continuity_ok") else 0.0 for r in scored_records(records)
+        ]
 
     def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.percentile(x, q, axis=axis) - np.percentile(y, q, axis=axis)
+        return 100.0 * (x.mean(axis=axis) - y.mean(axis=axis))
 
-    return bootstrap([xa, xb], stat, seed=seed, **kw)
+    return (flags(records_a), flags(records_b)), stat
 
 
 def continuity_change_bootstrap(
@@ -494,28 +714,29 @@ def continuity_change_bootstrap(
     """continuity_pct(A) - continuity_pct(B) in percentage points, two independent runs'
     scored requests resampled on their own (a failed request is not continuous); no spread
     to resample (every stream continuous in both, say): Newcombe's interval (module note)."""
+    job = continuity_change_job(records_a, records_b)
+    ci = shared_change_bootstrap({"c": job}, seed=seed, **kw)["c"]
+    return continuity_change_at_bound(ci, job, kw.get("confidence", CONFIDENCE))
 
-    def flags(records: Iterable[Mapping[str, Any]]) -> list[float]:
-        return [
-            1.0 if r.get("ok") and r.get("continuity_ok") else 0.0 for r in scored_records(records)
-        ]
 
-    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        return 100.0 * (x.mean(axis=axis) - y.mean(axis=axis))
-
-    fa, fb = flags(records_a), flags(records_b)
-    ci = bootstrap([fa, fb], stat, seed=seed, **kw)
-    if at_bound(ci):  # e.g. every stream continuous in both runs: no spread, no certainty
-        level = kw.get("confidence", CONFIDENCE)
-        a = wilson_pct(int(sum(fa)), len(fa), level)
-        return _newcombe_for(ci, a, wilson_pct(int(sum(fb)), len(fb), level))
-    return ci
+def continuity_change_at_bound(
+    ci: Interval, job: tuple[tuple[list[float], list[float]], Any], level: float = CONFIDENCE
+) -> Interval:
+    """The continuity change's Interval from its bootstrap `ci` over `job`'s flags: `ci`
+    itself, or, with no spread to resample (`at_bound`: every stream continuous in both
+    runs, say), Newcombe's interval from the two runs' Wilson intervals (`_newcombe_for`)."""
+    if not at_bound(ci):
+        return ci
+    (fa, fb), _ = job
+    a = wilson_pct(int(sum(fa)), len(fa), level)
+    return _newcombe_for(ci, a, wilson_pct(int(sum(fb)), len(fb), level))
 
 
 def point_intervals(
     rounds: Sequence[Iterable[Mapping[str, Any]]],
     thresholds_s: Sequence[float] = CONTINUITY_THRESHOLDS_S,
     seed: int = SEED,
+    threads: int = 1,
 ) -> dict[str, Any]:
     """The headline figures of one point with their intervals, from its records alone.
 
@@ -525,22 +746,38 @@ def point_intervals(
     RTFx: `rtfx_interval` (repeats when N > 1, else the bootstrap with the window kept).
     Keys: `rtfx`, `continuity_pct`, `continuity_pct_at` ({threshold: Interval}),
     `ttfa_s_p50`, `ttfa_s_p90`, `perceived_first_audio_s_p50`, `..._p90` (Intervals),
-    `perceived_first_audio_s` (percentiles dict), `rtfx_by_round`, `rounds`.
+    `perceived_first_audio_s` (percentiles dict), `rtfx_by_round`, `rounds`. `threads`:
+    the bootstraps' (`shared_bootstrap`), the same figures on any number.
     """
     rounds = [list(r) for r in rounds]
     pooled = scored_records(_pool(rounds))
     ok = [r for r in pooled if r.get("ok")]
     ttfa = [r.get("ttfa_s") for r in ok]
     perceived = [perceived_first_audio_s(r) for r in ok]
+    by_round = [summarize_point(r)["rtfx"] for r in rounds]
+    # Every bootstrap of the point at once: those over samples of one size share the draws.
+    jobs: dict[Any, Any] = dict(
+        _percentile_job(name, values, (50, 90))
+        for name, values in (("ttfa_s", ttfa), ("perceived", perceived))
+    )
+    one = scored_records(rounds[0]) if len(rounds) == 1 else []
+    rtfx_job = _rtfx_job(one) if len(rounds) == 1 else None
+    if rtfx_job is not None:
+        jobs["rtfx"] = rtfx_job
+    found = shared_bootstrap(jobs, seed=seed, threads=threads)
+    if len(rounds) > 1:
+        rtfx = repeats_interval(by_round)
+    else:
+        rtfx = found["rtfx"] if rtfx_job else _none_interval(METHOD_BOOTSTRAP, len(one))
     return {
         "rounds": len(rounds),
-        "rtfx": rtfx_interval(rounds, seed=seed),
-        "rtfx_by_round": [summarize_point(r)["rtfx"] for r in rounds],
+        "rtfx": rtfx,
+        "rtfx_by_round": by_round,
         "continuity_pct": continuity_interval(pooled),
         "continuity_pct_at": {t: continuity_interval(pooled, t) for t in thresholds_s},
-        "ttfa_s_p50": percentile_interval(ttfa, 50, seed=seed),
-        "ttfa_s_p90": percentile_interval(ttfa, 90, seed=seed),
+        "ttfa_s_p50": found[("ttfa_s", 50)],
+        "ttfa_s_p90": found[("ttfa_s", 90)],
         "perceived_first_audio_s": percentiles(perceived),
-        "perceived_first_audio_s_p50": percentile_interval(perceived, 50, seed=seed),
-        "perceived_first_audio_s_p90": percentile_interval(perceived, 90, seed=seed),
+        "perceived_first_audio_s_p50": found[("perceived", 50)],
+        "perceived_first_audio_s_p90": found[("perceived", 90)],
     }

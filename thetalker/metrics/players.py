@@ -51,6 +51,7 @@ __all__ = [
     "start_buffer_s",
     "start_buffer_for_pct",
     "summarize_players",
+    "STALLS_KEY",
 ]
 
 GATE_LARGEST_STALL_S = 0.5
@@ -112,8 +113,15 @@ def _playable(record: Mapping[str, Any]) -> bool:
     return bool(record.get("ok")) and record.get("ttfa_s") is not None
 
 
+# Where a record slimmed for a point's figures (`thetalker.metrics.point_fields`) keeps its
+# pausing player's stalls, computed from the timeline it no longer carries.
+STALLS_KEY = "_pausing_stalls_s"
+
+
 def pausing_stalls_s(record: Mapping[str, Any]) -> list[float]:
     """Each stall of the pausing zero-buffer player over the record's timeline (seconds)."""
+    if STALLS_KEY in record:
+        return record[STALLS_KEY]
     arrivals = record.get("chunk_arrival_s") or []
     sizes = record.get("chunk_bytes") or []
     bps = bytes_per_second(int(record.get("sample_rate") or 0))
@@ -121,7 +129,7 @@ def pausing_stalls_s(record: Mapping[str, Any]) -> list[float]:
         return []
     starts, ends = chunk_play_starts(arrivals, sizes, bps)
     gaps = starts[1:] - ends[:-1]
-    return [float(g) for g in gaps if g > _STALL_EPSILON_S]
+    return [float(g) for g in gaps[gaps > _STALL_EPSILON_S]]
 
 
 def passes_stall_gate(
@@ -132,7 +140,10 @@ def passes_stall_gate(
     """The public report's gate: largest stall <= `largest_s` and total <= `total_s`."""
     if not _playable(record):
         return False
-    stalls = pausing_stalls_s(record)
+    return _within_gate(pausing_stalls_s(record), largest_s, total_s)
+
+
+def _within_gate(stalls: Sequence[float], largest_s: float, total_s: float) -> bool:
     return max(stalls, default=0.0) <= largest_s and sum(stalls) <= total_s
 
 
@@ -166,11 +177,15 @@ def summarize_players(scored: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     def pct(k: int) -> float | None:
         return 100.0 * k / n if n else None
 
-    largest = [max(pausing_stalls_s(r), default=0.0) for r in scored if _playable(r)]
+    # Each playable stream's stalls, once (None: a player could not play it).
+    stalls = [pausing_stalls_s(r) if _playable(r) else None for r in scored]
+    played = [s for s in stalls if s is not None]
+    largest = [max(s, default=0.0) for s in played]
+    gate = sum(_within_gate(s, GATE_LARGEST_STALL_S, GATE_TOTAL_STALL_S) for s in played)
     buffers = [start_buffer_s(r) for r in scored]
     return {
-        "stall_gate_pct": pct(sum(passes_stall_gate(r) for r in scored)),
-        "no_stall_pct": pct(sum(has_no_stall(r) for r in scored)),
+        "stall_gate_pct": pct(gate),
+        "no_stall_pct": pct(sum(not s for s in played)),
         "largest_stall_s_max": max(largest) if largest else None,
         "start_buffer_s": {
             f"p{p}": _finite_or_none(start_buffer_for_pct(buffers, p)) for p in START_BUFFER_PCTS

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from thetalker.metrics.onset import DEFAULT_ONSET, OnsetSettings, audible_onset_s
-from thetalker.metrics.players import summarize_players
+from thetalker.metrics.players import STALLS_KEY, pausing_stalls_s, summarize_players
 from thetalker.metrics.stream import (
     CONTINUITY_THRESHOLD_S,
     PERCENTILES,
@@ -40,6 +40,8 @@ __all__ = [
     "point_onset",
     "MixedOnsetRulesError",
     "measurement_window_s",
+    "POINT_FIELDS",
+    "point_fields",
 ]
 
 
@@ -182,6 +184,38 @@ def point_onset(records: Iterable[Mapping[str, Any]]) -> OnsetSettings | None:
         return None
     (label,) = counts
     return DEFAULT_ONSET if label == OLD_ONSET_RULE else OnsetSettings.from_label(label)
+
+
+# Every field of a record a point's figures read (summarize_point, point_intervals,
+# point_onset and the player models): a table over many points keeps these alone.
+POINT_FIELDS = (
+    "request_index",
+    "warmup",
+    "ok",
+    "error",
+    "t_submit_s",
+    "wall_s",
+    "audio_s",
+    "text_chars",
+    "sample_rate",
+    "ttfa_s",
+    "ttfa_audible_s",
+    "audible",
+    "audible_onset_rule",
+    "continuity_ok",
+    "max_underrun_s",
+    "stalls",
+    "schedule_lag_s",
+)
+
+
+def point_fields(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What a point's figures need of one record: its `POINT_FIELDS` (those it has) and the
+    stalls of the pausing player over its timeline (`pausing_stalls_s`, kept under
+    `STALLS_KEY`), without the timeline itself: a point's reads are most of its memory."""
+    slim = {name: record[name] for name in POINT_FIELDS if name in record}
+    slim[STALLS_KEY] = pausing_stalls_s(record)
+    return slim
 
 
 def first_byte_from_sent_s(ttfa_s: float | None, request_sent_s: float | None) -> float | None:

@@ -111,15 +111,29 @@ _STALL_EPSILON_S = 1e-9
 def chunk_play_starts(
     chunk_arrival_s: Sequence[float], chunk_bytes: Sequence[int], bps: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """When a pausing player starts and ends each chunk (seconds, same clock as arrivals)."""
-    starts = np.empty(len(chunk_arrival_s))
-    ends = np.empty(len(chunk_arrival_s))
+    """When a pausing player starts and ends each chunk (seconds, same clock as arrivals).
+
+    The player starts chunk i at max(arrival_i, end of chunk i-1). Between two restarts (a
+    chunk that arrives after the player ran dry) each chunk starts where the last ended, so
+    a run of chunks is one running sum from its restart: numpy's `add.accumulate` adds in
+    order, the very additions of a chunk-by-chunk loop, so the figures are the loop's to
+    the last bit; one array pass per restart instead of Python work per chunk."""
+    t = np.asarray(chunk_arrival_s, dtype=float)
+    duration = np.asarray(chunk_bytes, dtype=np.int64) / bps
+    n = t.size
+    starts = np.empty(n)
+    ends = np.empty(n)
+    k = 0
     play_end = -np.inf
-    for i, (t_i, b_i) in enumerate(zip(chunk_arrival_s, chunk_bytes, strict=True)):
-        start = max(float(t_i), play_end)
-        starts[i] = start
-        play_end = start + int(b_i) / bps
-        ends[i] = play_end
+    while k < n:
+        first = max(float(t[k]), play_end)
+        run = np.add.accumulate(np.concatenate(([first], duration[k:])))
+        dry = np.flatnonzero(t[k + 1 :] > run[1:-1])  # chunks that find the player idle
+        stop = n if dry.size == 0 else k + 1 + int(dry[0])
+        starts[k:stop] = run[: stop - k]
+        ends[k:stop] = run[1 : stop - k + 1]
+        play_end = float(ends[stop - 1])
+        k = stop
     return starts, ends
 
 

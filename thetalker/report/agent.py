@@ -28,7 +28,15 @@ from thetalker.data.records import RecordError, read_records
 from thetalker.metrics import Interval, agent_intervals
 from thetalker.report.common import MISSING, fmt_pm, fmt_range
 
-__all__ = ["AgentPoint", "load_point", "agent_table", "agent_rows", "agent_figure", "main"]
+__all__ = [
+    "AgentPoint",
+    "load_point",
+    "load_points",
+    "agent_table",
+    "agent_rows",
+    "agent_figure",
+    "main",
+]
 
 HEADER = (
     "System",
@@ -86,6 +94,19 @@ def load_point(path: str | Path) -> AgentPoint:
         raise RecordError(f"{path}: not under a c<N> point folder ({path.parent.name})")
     records = list(read_records(path))
     return AgentPoint(where.system, where.model, where.concurrency, records)
+
+
+def load_points(paths: Sequence[str | Path], jobs: int = 1) -> list[AgentPoint]:
+    """`load_point` of each path, in order; `jobs` > 1: that many processes at once (each
+    point's figures are its own, so the same points)."""
+    if jobs <= 1 or len(paths) <= 1:
+        return [load_point(p) for p in paths]
+    from concurrent.futures import ProcessPoolExecutor
+
+    import scipy.stats  # noqa: F401  (loaded once here: forked workers inherit it)
+
+    with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
+        return list(pool.map(load_point, paths))
 
 
 def _range(ci: Interval, digits: int = 2) -> str:
@@ -215,9 +236,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--records", nargs="+", required=True, help="records.jsonl of points")
     parser.add_argument("--table", required=True, help="agent.md (agent.csv goes beside it)")
     parser.add_argument("--figure", help="agent.png")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="points computed at once, one process each"
+    )
     args = parser.parse_args(argv)
     try:
-        points = [load_point(p) for p in args.records]
+        points = load_points(args.records, args.jobs)
     except (RecordError, OSError) as exc:
         print(f"agent table: {exc}", file=sys.stderr)
         return 2

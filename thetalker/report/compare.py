@@ -274,14 +274,25 @@ def compare_point(
     with `folders` (each side's point folder), what the listener hears too."""
     pooled_a = [r for one in rounds_a for r in one]
     pooled_b = [r for one in rounds_b for r in one]
-    if len(rounds_a) > 1 and len(rounds_b) > 1:
+    ttfa_a = [r.get("ttfa_s") for r in _ok(pooled_a)]
+    ttfa_b = [r.get("ttfa_s") for r in _ok(pooled_b)]
+    # The change bootstraps at once: those over samples of the same sizes share the draws.
+    jobs: dict[Any, Any] = {
+        ("p50", "p90"): metrics.percentile_change_job(ttfa_b, ttfa_a, (50, 90)),
+        "continuity": metrics.continuity_change_job(pooled_b, pooled_a),
+    }
+    repeats = len(rounds_a) > 1 and len(rounds_b) > 1
+    ratio_job = None if repeats else metrics.rtfx_change_job(pooled_b, pooled_a, ratio=True)
+    if ratio_job is not None:
+        jobs["ratio"] = ratio_job
+    change = metrics.shared_change_bootstrap(jobs, seed=seed)
+    if repeats:
         rtfx_a = [metrics.summarize_point(r)["rtfx"] for r in rounds_a]
         rtfx_b = [metrics.summarize_point(r)["rtfx"] for r in rounds_b]
         ratio = metrics.welch_interval(rtfx_b, rtfx_a, ratio=True)
     else:
-        ratio = metrics.rtfx_change_bootstrap(pooled_b, pooled_a, ratio=True, seed=seed)
-    ttfa_a = [r.get("ttfa_s") for r in _ok(pooled_a)]
-    ttfa_b = [r.get("ttfa_s") for r in _ok(pooled_b)]
+        # No window on a side: no ratio (rtfx_change_bootstrap's answer for it).
+        ratio = change["ratio"] if ratio_job else metrics.rtfx_change_bootstrap([], [])
     return {
         "rounds_a": len(rounds_a),
         "rounds_b": len(rounds_b),
@@ -290,11 +301,13 @@ def compare_point(
         "rtfx_ratio": ratio,
         "ttfa_s_p50_a": metrics.percentiles(ttfa_a)["p50"],
         "ttfa_s_p50_b": metrics.percentiles(ttfa_b)["p50"],
-        "ttfa_s_p50_change": metrics.percentile_change_bootstrap(ttfa_b, ttfa_a, 50, seed=seed),
-        "ttfa_s_p90_change": metrics.percentile_change_bootstrap(ttfa_b, ttfa_a, 90, seed=seed),
+        "ttfa_s_p50_change": change["p50"],
+        "ttfa_s_p90_change": change["p90"],
         "continuity_pct_a": metrics.continuity_interval(pooled_a),
         "continuity_pct_b": metrics.continuity_interval(pooled_b),
-        "continuity_pct_change": metrics.continuity_change_bootstrap(pooled_b, pooled_a, seed=seed),
+        "continuity_pct_change": metrics.continuity_change_at_bound(
+            change["continuity"], jobs["continuity"]
+        ),
         **compare_listened(*(folders or (None, None)), seed),
     }
 

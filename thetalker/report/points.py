@@ -20,8 +20,12 @@ The capacity search's points (thetalker.pipeline.serve_and_sweep) sit in
 (`--search-manifests`): rows like any other, with `search_point` true. `stock_contaminated`
 is the flag of the point's provenance.json beside its records (None without one).
 
+Each point is read keeping only what its row needs of each record (`point_fields`), and with
+`--jobs N` (the rule's threads) N points are computed at once, in processes (one point
+alone: its bootstraps in N threads); the rows are the same either way.
+
     python -m thetalker.report.points --out results/points.csv [--search-manifests M...] \
-        [--] RECORDS.jsonl...
+        [--jobs N] [--allow-incomplete] [--allow-inconsistent] [--] RECORDS.jsonl...
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from thetalker.metrics import (
     CONTINUITY_THRESHOLDS_S,
     Interval,
     MixedOnsetRulesError,
+    point_fields,
     point_intervals,
     point_onset,
     summarize_point,
@@ -101,20 +106,30 @@ def point_row(
     records_path: str | Path | Sequence[str | Path],
     thresholds_s: Sequence[float] = CONTINUITY_THRESHOLDS_S,
     allow_incomplete: bool = False,
+    threads: int = 1,
+    allow_inconsistent: bool = False,
 ) -> dict[str, Any]:
     """One point's row from its records file (or the files of its rounds). A file with
     request indices missing (a lost write) raises RecordError naming it and them, unless
-    `allow_incomplete` (then a warning on stderr)."""
+    `allow_incomplete` (then a warning on stderr); so does a record whose figures contradict
+    its timeline, or a sample rate unlike the point's first (`read_records`'
+    `require_consistent`), unless `allow_inconsistent`. `threads`: its bootstraps'."""
     paths = [records_path] if isinstance(records_path, str | Path) else list(records_path)
     where = [point_location(p) for p in paths]
     first = where[0]
     if any((w.system, w.model, w.point) != (first.system, first.model, first.point) for w in where):
         raise PointPathError(f"{paths[0]}: rounds of different points given together")
-    rounds = read_rounds(paths, require_complete=not allow_incomplete)
+    # Only what the row needs of each record is held: a point's timelines are most of it.
+    rounds = read_rounds(
+        paths,
+        keep=point_fields,
+        require_complete=not allow_incomplete,
+        require_consistent=not allow_inconsistent,
+    )
     pooled = [r for one in rounds for r in one]
     _warn_mixed_onset(paths[0], pooled)
     summary = flatten(summarize_point(pooled, concurrency=first.concurrency))
-    figures = point_intervals(rounds, thresholds_s)
+    figures = point_intervals(rounds, thresholds_s, threads=threads)
     if len(rounds) > 1:
         # Each round has its own clock: a rate is the mean over rounds, not pooled.
         per_round = [summarize_point(r) for r in rounds]
@@ -195,8 +210,28 @@ def points_rows(
     paths: Iterable[str | Path],
     thresholds_s: Sequence[float] = CONTINUITY_THRESHOLDS_S,
     allow_incomplete: bool = False,
+    jobs: int = 1,
+    allow_inconsistent: bool = False,
 ) -> list[dict[str, Any]]:
-    return [point_row(group, thresholds_s, allow_incomplete) for group in _group_rounds(paths)]
+    """One row per point, in first-seen order. `jobs` > 1: the points are computed by that
+    many processes at once (each row is its point's alone, so the rows are the same); one
+    point alone gets them as its bootstraps' threads."""
+    groups = _group_rounds(paths)
+    if jobs <= 1 or len(groups) <= 1:
+        return [
+            point_row(group, thresholds_s, allow_incomplete, jobs, allow_inconsistent)
+            for group in groups
+        ]
+    from concurrent.futures import ProcessPoolExecutor
+
+    import scipy.stats  # noqa: F401  (loaded once here: forked workers inherit it)
+
+    with ProcessPoolExecutor(max_workers=min(jobs, len(groups))) as pool:
+        futures = [
+            pool.submit(point_row, group, thresholds_s, allow_incomplete, 1, allow_inconsistent)
+            for group in groups
+        ]
+        return [f.result() for f in futures]
 
 
 def write_points(rows: Sequence[Mapping[str, Any]], out: str | Path) -> None:
@@ -234,13 +269,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="take a records file with request indices missing (warned) instead of refusing it",
     )
+    parser.add_argument(
+        "--allow-inconsistent",
+        action="store_true",
+        help="take records whose figures contradict their timeline (warned) instead of "
+        "refusing them",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="points computed at once, one process each (the rule's threads); same rows",
+    )
     args = parser.parse_args(argv)
     bad = [t for t in args.continuity_thresholds_s if not (math.isfinite(t) and t > 0)]
     if bad:  # nan passes every comparison: continuity 0% for perfect streams
         parser.error(f"--continuity-thresholds-s: each must be a finite number > 0 (got {bad[0]})")
     try:
         paths = [*args.records, *search_records(args.search_manifests)]
-        rows = points_rows(paths, args.continuity_thresholds_s, args.allow_incomplete)
+        rows = points_rows(
+            paths,
+            args.continuity_thresholds_s,
+            args.allow_incomplete,
+            max(1, args.jobs),
+            args.allow_inconsistent,
+        )
     except (RecordError, ManifestError, PointPathError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

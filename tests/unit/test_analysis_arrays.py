@@ -1,0 +1,130 @@
+"""The array forms of the analysis give the figures of the forms they replaced, bit for bit:
+the pausing player's play times (a chunk-by-chunk loop before), the shared bootstrap (one
+scipy.stats.bootstrap per figure before), and a point's slim records (whole records)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from thetalker.metrics import intervals
+from thetalker.metrics.intervals import bootstrap, percentile_intervals, shared_bootstrap
+from thetalker.metrics.players import summarize_players
+from thetalker.metrics.point import point_fields, summarize_point
+from thetalker.metrics.stream import chunk_play_starts
+
+
+def _loop_play_starts(arrivals, sizes, bps):
+    """The chunk-by-chunk player `chunk_play_starts` was before (the reference)."""
+    starts, ends = np.empty(len(arrivals)), np.empty(len(arrivals))
+    play_end = -np.inf
+    for i, (t_i, b_i) in enumerate(zip(arrivals, sizes, strict=True)):
+        start = max(float(t_i), play_end)
+        starts[i] = start
+        play_end = start + int(b_i) / bps
+        ends[i] = play_end
+    return starts, ends
+
+
+def test_play_starts_are_the_loops_to_the_last_bit():
+    rng = random.Random(0)
+    for _ in range(3000):
+        n = rng.randint(0, 40)
+        bps = rng.choice([48000, 44100, 32000, 2])
+        times = [rng.uniform(0, 3) for _ in range(n)]
+        if rng.random() < 0.8:
+            times.sort()  # arrivals in order, as recorded; out of order too, below
+        if rng.random() < 0.3:
+            times = [round(t, 2) for t in times]  # ties: a chunk arriving as the last ends
+        sizes = [rng.choice([0, 1, 960, 4800, 48000, rng.randint(0, 100000)]) for _ in times]
+        new, old = chunk_play_starts(times, sizes, bps), _loop_play_starts(times, sizes, bps)
+        assert np.array_equal(new[0], old[0]) and np.array_equal(new[1], old[1])
+
+
+@pytest.mark.parametrize("n", [2, 3, 17, 301])
+def test_shared_bootstrap_is_scipys_bootstrap(n: int, monkeypatch: pytest.MonkeyPatch):
+    # Blocks of a few rows (not scipy's 1000) and a count of resamples no block divides.
+    monkeypatch.setattr(intervals, "_BLOCK_VALUES", 7 * n)
+    rng = np.random.default_rng(n)
+    ttfa = np.round(rng.gamma(2.0, 0.2, n), 3)  # rounded: ties, as real timings have
+    audio = np.where(rng.random(n) < 0.1, 0.0, rng.uniform(0.5, 9.0, n))
+
+    def p50(x, axis=-1):
+        return np.percentile(x, 50, axis=axis)
+
+    def p90(x, axis=-1):
+        return np.percentile(x, 90, axis=axis)
+
+    def rtfx(x, axis=-1):
+        return x.sum(axis=axis) / 3.7
+
+    def both(x, axis=-1):
+        return np.percentile(x, [50, 90], axis=axis)
+
+    kw = {"n_resamples": 2503, "seed": 3}
+    found = shared_bootstrap(
+        {("p50", "p90"): (ttfa, both), "rtfx": (audio, rtfx), "audio_p90": (audio, p90)}, **kw
+    )
+    assert found["p50"] == bootstrap([ttfa], p50, **kw)
+    assert found["p90"] == bootstrap([ttfa], p90, **kw)
+    assert found["rtfx"] == bootstrap([audio], rtfx, **kw)
+    assert found["audio_p90"] == bootstrap([audio], p90, **kw)
+
+
+def test_percentile_intervals_edge_cases_are_bootstraps():
+    def p50(x, axis=-1):
+        return np.percentile(x, 50, axis=axis)
+
+    series = {"none": [], "one": [0.3], "nulls": [None, 0.2, None, 0.4], "tied": [0.5] * 6}
+    found = percentile_intervals(series, [50], seed=0, n_resamples=500)
+    for name, values in series.items():
+        clean = [v for v in values if v is not None]
+        assert found[name][50] == bootstrap([clean], p50, n_resamples=500), name
+
+
+def test_slim_records_give_a_points_figures():
+    from tests.support.synthetic_records import templates
+
+    records = templates(80, 20, seed=5)
+    slim = [point_fields(r) for r in records]
+    assert summarize_point(slim, 4) == summarize_point(records, 4)
+    assert summarize_players(slim) == summarize_players(records)
+
+
+@pytest.mark.parametrize(("na", "nb"), [(2, 2), (5, 3), (40, 40)])
+def test_shared_change_bootstrap_is_scipys_two_sample_bootstrap(na: int, nb: int):
+    from thetalker.metrics.intervals import shared_change_bootstrap
+
+    rng = np.random.default_rng(na * nb)
+    a, b = np.round(rng.gamma(2.0, 0.2, na), 3), np.round(rng.gamma(2.0, 0.25, nb), 3)
+    fa, fb = (rng.random(na) < 0.9).astype(float), (rng.random(nb) < 0.7).astype(float)
+
+    def change(q):
+        def stat(x, y, axis=-1):
+            return np.percentile(x, q, axis=axis) - np.percentile(y, q, axis=axis)
+
+        return stat
+
+    def both(x, y, axis=-1):
+        return np.percentile(x, [50, 90], axis=axis) - np.percentile(y, [50, 90], axis=axis)
+
+    def ratio(x, y, axis=-1):
+        return (x.sum(axis=axis) / 2.0) / (y.sum(axis=axis) / 3.0)
+
+    kw = {"n_resamples": 2503, "seed": 1}
+    found = shared_change_bootstrap(
+        {("p50", "p90"): ((a, b), both), "ratio": ((fa, fb), ratio)}, **kw
+    )
+    assert found["p50"] == bootstrap([a, b], change(50), **kw)
+    assert found["p90"] == bootstrap([a, b], change(90), **kw)
+    assert found["ratio"] == bootstrap([fa, fb], ratio, **kw)
+
+
+def test_a_points_intervals_are_the_same_on_any_number_of_threads():
+    from tests.support.synthetic_records import templates
+    from thetalker.metrics.intervals import point_intervals
+
+    records = [dict(r, t_submit_s=0.1 * i) for i, r in enumerate(templates(60, 10, seed=7))]
+    assert point_intervals([records], threads=2) == point_intervals([records], threads=1)
