@@ -84,7 +84,8 @@ def capacity_wer_inputs():
 
 def capacity_listen_inputs():
     """The speed points' dnsmos.json and health.json when capacity.slo gates on what the
-    listener hears (min_dnsmos_ovrl, max_unhealthy_pct): read beside each point's records."""
+    listener hears (min_dnsmos_ovrl, max_unhealthy_pct): read beside each point's records.
+    """
     slo = (config.get("capacity") or {}).get("slo") or {}
     files = []
     if slo.get("min_dnsmos_ovrl") is not None:
@@ -251,3 +252,28 @@ onsuccess:
     )
     if contaminated:
         print(contaminated, file=sys.stderr)
+
+
+# The listening pack's inputs (rules/listen.smk): a point's records and health, its DNSMOS
+# where it ships, and the transcripts that cover it.
+# The quality run's point, the one its transcripts.jsonl (one folder up) transcribes.
+QUALITY_POINT_LABEL = layout.concurrency_label(QUALITY["concurrency"])
+# A point's folder: results/runs/{system}/{model}/{point}[/round{k}] or
+# results/quality/{system}/{model}/{point}.
+LISTEN_POINT = "results/{run}/{system}/{model}/{point}"
+
+
+def pack_inputs(wildcards):
+    """A point's records, health and DNSMOS, and its transcripts where it was transcribed
+    (the quality run's, one folder up; a speed point's with quality.at_speed_points)."""
+    point = LISTEN_POINT.format(**wildcards)
+    inputs = {
+        "records": f"{point}/records.jsonl",
+        "health": f"{point}/health.json",
+        "dnsmos": f"{point}/dnsmos.json",
+    }
+    if wildcards.run == "quality" and wildcards.point == QUALITY_POINT_LABEL:
+        inputs["transcripts"] = str(Path(point).parent / "transcripts.jsonl")
+    elif QUALITY["at_speed_points"] and wildcards.point.startswith("c"):
+        inputs["transcripts"] = f"{point}/transcripts.jsonl"
+    return inputs

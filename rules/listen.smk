@@ -12,13 +12,6 @@ localrules:
     listening_pack,
 
 
-# The quality run's point, the one its transcripts.jsonl (one folder up) transcribes.
-QUALITY_POINT_LABEL = layout.concurrency_label(QUALITY["concurrency"])
-# A point's folder: results/runs/{system}/{model}/{point}[/round{k}] or
-# results/quality/{system}/{model}/{point}.
-LISTEN_POINT = "results/{run}/{system}/{model}/{point}"
-
-
 wildcard_constraints:
     run="runs|quality",
     point=r"[cr][0-9][0-9.]*(/round[0-9]+)?",  # a point, or a round of one (repeats)
@@ -95,22 +88,6 @@ rule naturalness_report:
         "../envs/report.yaml"
     shell:
         "python -m thetalker.report.naturalness --dnsmos {input} --table {output.table} > {log} 2>&1"
-
-
-def pack_inputs(wildcards):
-    """A point's records, health and DNSMOS, and its transcripts where it was transcribed
-    (the quality run's, one folder up; a speed point's with quality.at_speed_points)."""
-    point = LISTEN_POINT.format(**wildcards)
-    inputs = {
-        "records": f"{point}/records.jsonl",
-        "health": f"{point}/health.json",
-        "dnsmos": f"{point}/dnsmos.json",
-    }
-    if wildcards.run == "quality" and wildcards.point == QUALITY_POINT_LABEL:
-        inputs["transcripts"] = str(Path(point).parent / "transcripts.jsonl")
-    elif QUALITY["at_speed_points"] and wildcards.point.startswith("c"):
-        inputs["transcripts"] = f"{point}/transcripts.jsonl"
-    return inputs
 
 
 # The worst streams of a point by each figure: their WAVs under listen/ and one page of
