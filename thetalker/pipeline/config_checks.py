@@ -378,7 +378,15 @@ def bench_job(
 
 
 # A system's server keys that go into its job as they are (each absent from older configs).
-_SERVER_KEYS = ("profile", "server", "base_url", "api_key_env", "command", "ready_path")
+_SERVER_KEYS = (
+    "profile",
+    "server",
+    "base_url",
+    "api_key_env",
+    "command",
+    "ready_path",
+    "serving_env",
+)
 
 
 def audible_onset_spec(config: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -107,6 +107,8 @@ class BenchJob:
     api_key_env: str | None = None  # the variable holding its API key (the name only)
     command: str | None = None  # launcher command: the template ({port}, {model}, {deploy})
     ready_path: str | None = None  # launcher command: GET answering 200 once ready
+    # launcher vllm-omni: the venv or prefix whose bin/vllm-omni serves (None: the one on PATH)
+    serving_env: str | None = None
     # Open-loop points: arrivals finding this many requests in flight are dropped (None: no cap).
     max_in_flight: int | None = None
     # The audible onset's settings (thetalker.metrics.onset: threshold_dbfs, frame_s, hop_s,
@@ -324,6 +326,7 @@ OPTIONAL_JOB_FIELDS: tuple[str, ...] = (
     "api_key_env",
     "command",
     "ready_path",
+    "serving_env",
     "max_in_flight",
     "audible_onset",
 )
@@ -339,6 +342,7 @@ _OMITTED_AT: dict[str, Any] = {
     "api_key_env": None,
     "command": None,
     "ready_path": None,
+    "serving_env": None,
     "max_in_flight": None,
     "audible_onset": None,
 }

