@@ -69,7 +69,7 @@ CODEC = {
     "codec_think_bos_id": 2156,
     "codec_think_eos_id": 2157,
 }
-WORDS = (
+_WORD_TEXT = (
     "the a an and of to in is it that was he she for on are with as his her they at be this "
     "from have or by one had not but what all were when we there can said which do their time "
     "if will way about many then them would write like so these long make thing see him two has "
@@ -88,7 +88,8 @@ WORDS = (
     "car feet care second book carry took science eat room friend began idea fish mountain stop "
     "once base hear horse cut sure watch color face wood main enough plain girl usual young "
     "ready above ever red list though feel talk bird soon body dog family direct pose leave song"
-).split()
+)
+WORDS = tuple(_WORD_TEXT.split())
 
 
 def corpus(seed: int, lines: int = 2000) -> list[str]:
@@ -239,7 +240,8 @@ def write_speech_tokenizer(out: Path, seed: int) -> int:
     Qwen3TTSTokenizerV2Encoder._from_config(config.encoder_config)
     torch.manual_seed(seed)
     decoder = Qwen3TTSTokenizerV2Decoder._from_config(config.decoder_config)
-    state = {f"decoder.{k}": v.detach().float().contiguous() for k, v in decoder.state_dict().items()}
+    weights = decoder.state_dict().items()
+    state = {f"decoder.{k}": v.detach().float().contiguous() for k, v in weights}
     save_file(state, str(sub / "model.safetensors"))
     return sum(p.numel() for p in decoder.parameters())
 

@@ -65,7 +65,9 @@ class CPUARModelRunner(_CPUOmniRunner, CPUModelRunner, GPUARModelRunner, _CPULoa
     """The talker stage's runner (autoregressive, KV cache, sampler)."""
 
 
-class CPUGenerationModelRunner(_CPUOmniRunner, CPUModelRunner, GPUGenerationModelRunner, _CPULoader):
+class CPUGenerationModelRunner(
+    _CPUOmniRunner, CPUModelRunner, GPUGenerationModelRunner, _CPULoader
+):
     """The Code2Wav stage's runner (one forward per chunk, no KV cache)."""
 
 
