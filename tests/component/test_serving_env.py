@@ -133,3 +133,19 @@ def test_the_key_is_refused_on_a_launcher_that_runs_no_vllm_omni():
     refused = r"systems\.new\.serving_env: only for launcher vllm-omni"
     with pytest.raises(ConfigError, match=refused):
         wfc.check_config(checked(config))
+
+
+def test_the_engine_config_passes_the_schema_and_the_checks(monkeypatch):
+    """config/engine-cpu.yaml (the workflow on the engine tier's CPU venv) is a valid config
+    whose one system serves from that venv."""
+    import yaml
+
+    from tests.support.paths import REPO
+    from tests.unit.test_workflow_config import checked
+
+    monkeypatch.chdir(REPO)
+    config = checked(yaml.safe_load((REPO / "config" / "engine-cpu.yaml").read_text()))
+    wfc.check_config(config)
+    job = wfc.bench_job(config, "vllm-omni-cpu", "tiny-qwen3-tts")
+    assert job.serving_env == "~/.cache/thetalker/vllm-omni-engine-0.30.0"
+    assert job.deploy_file == "tests/engine/deploy/tiny-qwen3-tts.yaml"
