@@ -11,12 +11,13 @@
 # importable, each change named and checked below (fix_satellites).
 #
 # Where: ${THETALKER_ENGINE_VENV:-$HOME/.cache/thetalker/vllm-omni-engine-0.30.0}, outside the
-# clone (about 4 GB, 3-6 minutes on 2 cores). A finished venv carries a marker file holding the
-# plugin's source hash: it is reused while its import check passes, and only the plugin is
-# reinstalled when the plugin's source changed. Exit status: 0 ready; 3 cannot be made here
-# (too little disk, no registry): the reason is printed and written next to the venv, and the
-# engine tests skip with it (under CI=true, .ci/run and the tests fail with it instead); 4 the
-# venv was built but the engine does not import: a failure everywhere, never a skip.
+# clone (3.9 GB; 122 s of pip on this project's 2-core machine, about 2.5 minutes in all). A
+# finished venv carries a marker file holding the plugin's source hash: it is reused while its
+# import check passes, and only the plugin is reinstalled when the plugin's source changed.
+# Exit status: 0 ready; 3 cannot be made here (too little disk, no registry): the reason is
+# printed and written next to the venv, and the engine tests skip with it (under CI=true,
+# .ci/run and the tests fail with it instead); 4 the venv was built but the engine does not
+# import: a failure everywhere, never a skip.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")/.." && pwd)"

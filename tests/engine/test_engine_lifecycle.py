@@ -2,14 +2,17 @@
 runs) against the real engine's process tree: an API server, two stage engine processes, a
 worker each, a resource tracker. Whatever ends the job, no stage worker may be left:
 
-- a deploy key the engine rejects fails the job, exit 1, with the engine's own reason;
+- a deploy key the engine rejects (a stage's `max_num_batched_tokens` below its
+  `max_num_seqs`) fails the job, exit 1, with the engine's own reason;
 - SIGKILL of the job leaves the engine running (nothing can stop it then); the rerun finds
   it from the job's record, stops its whole tree, serves, and a Ctrl-C then stops its own;
 - SIGTERM (Snakemake's, Slurm's scancel) stops it all.
 
-Each job's system sets a variable unique to the test run: every process of its engine
-inherits it, so "no process left" is checked over the whole machine, stage workers included,
-whatever their process group. Each start costs 60-90 s of engine start-up.
+"No process left" is checked on the engine's process group (the launcher starts the server
+in a session of its own; every stage process and worker stays in its group, also once
+reparented to init): read from the job's PID record while it serves. Not by environment: the
+stage processes rename themselves (setproctitle, `VLLM::Worker`), which overwrites what
+/proc/PID/environ shows. Each start costs 60-90 s of engine start-up.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -33,7 +37,7 @@ from tests.engine.conftest import (
     SPEAKER,
     processes_with,
 )
-from thetalker.lifecycle.leftover import TOKEN_VAR, read_record
+from thetalker.lifecycle.leftover import group_members, read_record
 from thetalker.pipeline import config_checks as wfc
 
 READY = "Application startup complete."
@@ -100,17 +104,17 @@ def start_job(job: str, work: Path) -> subprocess.Popen:
         )
 
 
-def wait_serving(job: subprocess.Popen, work: Path, starts: int = 1) -> str:
-    """Wait until the job's engine is up for the `starts`-th time in its log; its launch
-    token (from the job's PID record beside the log)."""
+def wait_serving(job: subprocess.Popen, work: Path, starts: int = 1) -> int:
+    """Wait until the job's engine is up for the `starts`-th time in its log; its process
+    group (the server's PID, from the job's PID record beside the log)."""
     log = work / "server.log"
     deadline = time.monotonic() + HEALTH_TIMEOUT_S + 60
     while time.monotonic() < deadline:
         text = log.read_text(errors="replace") if log.is_file() else ""
         if text.count(READY) >= starts:
             record = read_record(work / "server.pid.json")
-            assert record is not None and record.get("token"), "no PID record while serving"
-            return str(record["token"])
+            assert record is not None and record.get("pid"), "no PID record while serving"
+            return int(record["pid"])
         assert job.poll() is None, f"job exited {job.returncode}:\n{tail(work)}"
         time.sleep(1.0)
     raise AssertionError(f"engine not up in time:\n{tail(work)}")
@@ -126,22 +130,35 @@ def tail(work: Path) -> str:
     return "\n".join(parts)
 
 
-def wait_gone(needle: bytes, timeout_s: float = STOP_WAIT_S) -> list[int]:
+def wait_gone(find: Callable[[], list[int]], timeout_s: float = STOP_WAIT_S) -> list[int]:
+    """What `find` still finds once it finds nothing, or at the deadline."""
     deadline = time.monotonic() + timeout_s
-    left = processes_with(needle)
+    left = find()
     while left and time.monotonic() < deadline:
         time.sleep(1.0)
-        left = processes_with(needle)
+        left = find()
     return left
+
+
+def members(*pgids: int) -> Callable[[], list[int]]:
+    return lambda: [pid for pgid in pgids for pid in group_members(pgid)]
+
+
+def kill_groups(*pgids: int) -> None:
+    """Whatever a failing test left: never the next test's load."""
+    for pgid in pgids:
+        if group_members(pgid):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 def test_a_deploy_key_the_engine_rejects_fails_the_job_with_its_reason(
     engine_tier, tiny_model, tmp_path
 ):
-    # The talker's positions end at 8192 (max_position_embeddings): vLLM refuses a longer
-    # max_model_len when the stage builds its engine, inside the stage process.
+    # vllm-omni builds each stage's scheduler config with vLLM's own check: a step must fit
+    # one token of every running sequence. (A stage-0 max_model_len past the talker's 8192
+    # positions, by contrast, is accepted without a word by 0.30.0.)
     marker = uuid.uuid4().hex
-    deploy = deploy_dir(tmp_path, max_model_len=100000)
+    deploy = deploy_dir(tmp_path, max_num_batched_tokens=4)  # max_num_seqs is 8
     job = start_job(job_json(engine_tier, tiny_model, deploy, marker, 1), tmp_path / "job")
     try:
         rc = job.wait(timeout=HEALTH_TIMEOUT_S + 120)
@@ -150,53 +167,54 @@ def test_a_deploy_key_the_engine_rejects_fails_the_job_with_its_reason(
             os.killpg(job.pid, signal.SIGKILL)
     output = (tmp_path / "job" / "job.log").read_text(errors="replace")
     assert rc == 1, output[-3000:]
-    assert "max_model_len" in output and "100000" in output, output[-3000:]
-    assert wait_gone(f"THETALKER_ENGINE_TEST_RUN={marker}".encode()) == []
+    assert "error: ServerStartError: server exited with code 1 during startup" in output
+    assert "max_num_batched_tokens (4) must be >= max_num_seqs (8)" in output, output[-3000:]
+    # It failed before any stage started: the API server (and its resource tracker) are gone.
+    assert wait_gone(lambda: processes_with(f"THETALKER_ENGINE_TEST_RUN={marker}".encode())) == []
 
 
 def test_sigkill_then_rerun_then_ctrl_c_leave_no_stage_worker(engine_tier, tiny_model, tmp_path):
-    marker = uuid.uuid4().hex
-    needle = f"THETALKER_ENGINE_TEST_RUN={marker}".encode()
-    job = job_json(engine_tier, tiny_model, deploy_dir(tmp_path), marker, 200)
+    job = job_json(engine_tier, tiny_model, deploy_dir(tmp_path), uuid.uuid4().hex, 200)
     work = tmp_path / "job"
     first = start_job(job, work)
+    first_group = second_group = 0
     try:
-        token = wait_serving(first, work)
+        first_group = wait_serving(first, work)
         os.killpg(first.pid, signal.SIGKILL)  # the job only: its engine has a session of its own
         first.wait(timeout=30)
-        orphans = processes_with(f"{TOKEN_VAR}={token}".encode())
-        assert len(orphans) >= 3, "the killed job's engine should still run (API + stages)"
+        # API server, resource tracker, two stage engines and a worker each: still running,
+        # since nothing is left to stop them.
+        assert len(group_members(first_group)) >= 5, group_members(first_group)
 
         rerun = start_job(job, work)  # the same job: the same PID record beside its log
         try:
-            wait_serving(rerun, work, starts=2)
-            assert processes_with(f"{TOKEN_VAR}={token}".encode()) == []
+            second_group = wait_serving(rerun, work, starts=2)
+            assert second_group != first_group
+            assert group_members(first_group) == [], "the rerun did not stop the leftover"
             os.killpg(rerun.pid, signal.SIGINT)  # Ctrl-C
             assert rerun.wait(timeout=STOP_WAIT_S) == 130, tail(work)
         finally:
             if rerun.poll() is None:
                 os.killpg(rerun.pid, signal.SIGKILL)
-        assert wait_gone(needle) == [], tail(work)
+        assert wait_gone(members(first_group, second_group)) == [], tail(work)
         assert not (work / "server.pid.json").exists()
     finally:
-        for pid in processes_with(needle):  # whatever a failure left: never the next test's
-            os.kill(pid, signal.SIGKILL)
+        kill_groups(*(g for g in (first_group, second_group) if g))
 
 
 def test_sigterm_leaves_no_stage_worker(engine_tier, tiny_model, tmp_path):
-    marker = uuid.uuid4().hex
-    needle = f"THETALKER_ENGINE_TEST_RUN={marker}".encode()
     work = tmp_path / "job"
-    job = start_job(job_json(engine_tier, tiny_model, deploy_dir(tmp_path), marker, 200), work)
+    job_spec = job_json(engine_tier, tiny_model, deploy_dir(tmp_path), uuid.uuid4().hex, 200)
+    job = start_job(job_spec, work)
+    group = 0
     try:
-        wait_serving(job, work)
-        assert len(processes_with(needle)) >= 3
+        group = wait_serving(job, work)
+        assert len(group_members(group)) >= 5, group_members(group)
         os.killpg(job.pid, signal.SIGTERM)
         assert job.wait(timeout=STOP_WAIT_S) != 0
-        assert wait_gone(needle) == [], tail(work)
+        assert wait_gone(members(group)) == [], tail(work)
         assert not (work / "server.pid.json").exists()
     finally:
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
-        for pid in processes_with(needle):
-            os.kill(pid, signal.SIGKILL)
+        kill_groups(*([group] if group else []))
