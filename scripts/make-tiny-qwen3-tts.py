@@ -18,7 +18,9 @@ vllm-omni 0.30.0's two Qwen3-TTS stages read, with shapes small enough for a 2-c
 - speech_tokenizer/: the 12 Hz codec's config (decoder hidden 32, 1 layer, codebook_dim 32,
   16 quantizers, the real upsampling 8*5*4*3 * 2*2 = 1920 samples a frame, so 12.5 frames/s
   give 24 kHz; a tiny Mimi encoder config), preprocessor_config.json, and model.safetensors with
-  random `decoder.*` weights (the Code2Wav stage loads them through vLLM's real loader).
+  random `decoder.*` weights and codebooks (the Code2Wav stage loads them through vLLM's real
+  loader), its codebooks random and its last layer scaled so the audio is noise near -30 dBFS,
+  audible (TheTalker counts a silent stream as a failure), not silence.
 - model.safetensors: a one-tensor placeholder. The talker stage is served with
   `load_format: dummy` (random weights, filled by vLLM); the Code2Wav stage's loader drains the
   main folder's weights before it reads speech_tokenizer/, so a file must be there.
@@ -58,6 +60,7 @@ SPECIAL_TOKENS = (
     "<|tts_text_bos|>",
     "<|tts_text_eod|>",
 )
+NOISE_DBFS = -30.0  # the random codec's output level: audible noise, not silence
 # Codec vocabulary layout: 0..2047 codebook entries, then the special ids.
 CODEBOOK = 2048
 CODEC = {
@@ -240,6 +243,18 @@ def write_speech_tokenizer(out: Path, seed: int) -> int:
     Qwen3TTSTokenizerV2Encoder._from_config(config.encoder_config)
     torch.manual_seed(seed)
     decoder = Qwen3TTSTokenizerV2Decoder._from_config(config.decoder_config)
+    # The codebooks (a running sum of the vectors assigned to each code) start at zero: every
+    # code would decode to the same zero vector, and the stream to digital silence (which the
+    # audible-onset rule then counts as no audio). Random entries make each code its own vector.
+    with torch.no_grad():
+        for name, param in decoder.named_parameters():
+            if name.endswith("_codebook.embedding_sum"):
+                param.copy_(torch.randn_like(param))
+        # Random layers of small initial scale leave the waveform near -170 dBFS. The last
+        # convolution is linear: scaled so random codes decode near NOISE_DBFS (RMS).
+        codes = torch.randint(0, CODEBOOK, (1, config.decoder_config.num_quantizers, 50))
+        rms = float(decoder(codes).pow(2).mean().sqrt())
+        decoder.decoder[-1].conv.weight.mul_(10 ** (NOISE_DBFS / 20) / max(rms, 1e-30))
     weights = decoder.state_dict().items()
     state = {f"decoder.{k}": v.detach().float().contiguous() for k, v in weights}
     save_file(state, str(sub / "model.safetensors"))
