@@ -104,6 +104,37 @@ def test_a_program_that_never_closes_its_writer_process_still_exits_with_its_rec
     assert lines == ['{"request_index":0}']
 
 
+def test_a_ctrl_c_while_the_writers_fork_server_imports_loses_no_record(tmp_path: Path):
+    # A terminal's Ctrl-C reaches the job's whole process group, the record writer's fork
+    # server included, which may still be importing its preload (numpy, the record builder:
+    # about a second). Deterministic: one more preload module sends the fork server SIGINT
+    # while it imports. Before, the fork server died of KeyboardInterrupt and the run ended
+    # in "EOFError"; now it starts with SIGINT blocked, and the record is written.
+    (tmp_path / "sigint_during_import.py").write_text(
+        "import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n", encoding="utf-8"
+    )
+    script = (
+        "import multiprocessing.forkserver as forkserver, os, sys\n"
+        "from pathlib import Path\n"
+        "from thetalker.client.context import RunContext\n"
+        "from thetalker.client.options import BenchOptions\n"
+        "from thetalker.client.writer_process import RecordWriterProcess\n"
+        "real = forkserver._forkserver.set_forkserver_preload\n"
+        "forkserver.set_forkserver_preload = lambda names: real([*names, 'sigint_during_import'])\n"
+        "if __name__ == '__main__':\n"
+        "    out = Path(sys.argv[1])\n"
+        "    os.environ['PYTHONPATH'] += os.pathsep + str(out)\n"
+        "    ctx = RunContext.for_run(BenchOptions(base_url='http://127.0.0.1:9'), out, 0.0)\n"
+        "    sink = RecordWriterProcess(out / 'records.jsonl', ctx).start()\n"
+        "    sink.wait_ready()\n"
+        "    sink.put({'request_index': 0})  # written at exit, as an unclosed writer's\n"
+    )
+    done = _run_program(tmp_path, script)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = (tmp_path / "records.jsonl").read_text(encoding="utf-8").splitlines()
+    assert lines == ['{"request_index":0}']
+
+
 def test_a_program_without_a_main_guard_is_told_so_at_once(tmp_path: Path):
     # multiprocessing runs the main file again in the writer process; there the client
     # starts again, which multiprocessing refuses, and the writer ends before its first

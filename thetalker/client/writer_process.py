@@ -22,8 +22,10 @@ import atexit
 import contextlib
 import enum
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import queue
+import signal
 import sys
 import threading
 import weakref
@@ -84,6 +86,7 @@ class RecordWriterProcess:
             name="thetalker-records",
             daemon=True,
         )
+        _start_fork_server_deaf_to_the_group()
         self._proc.start()
         from_run.close()  # the writer's ends are the writer's alone (see the module doc)
         to_run.close()
@@ -284,6 +287,28 @@ def _main_module_hint() -> str:
         f"; multiprocessing runs {main_file} again in that process, so a program that "
         'calls the client must do so under `if __name__ == "__main__":`'
     )
+
+
+def _start_fork_server_deaf_to_the_group() -> None:
+    """Start the writers' fork server (once) ignoring SIGINT and SIGTERM from its first
+    instruction: a Ctrl-C or scancel to the job's group while it imports its preload (about
+    a second) killed it before multiprocessing's forkserver.main ignores SIGINT, and the run
+    ended in an EOFError. An ignored signal stays ignored across exec; here both are blocked
+    meanwhile, so one that reaches this process is delivered once its handler is back (Linux
+    never discards a blocked signal as ignored). Only the main thread may set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    group = (signal.SIGINT, signal.SIGTERM)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, group)
+    handlers = {sig: signal.getsignal(sig) for sig in group}
+    try:
+        for sig in group:
+            signal.signal(sig, signal.SIG_IGN)
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _writer_context() -> Any:
