@@ -229,7 +229,8 @@ rule agent_table:
     conda:
         "../envs/report.yaml"
     # Points are computed in parallel, one process each (the same table on one core).
-    threads: workflow.cores
+    threads: 8  # at most: Snakemake gives a local job no more than --cores (workflow.cores is
+    # undefined under an executor such as Slurm, which then refuses the workflow)
     shell:
         "python -m thetalker.report.agent --jobs {threads} --records {input} --table {output.table} --figure {output.figure} > {log} 2>&1"
 

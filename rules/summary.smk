@@ -20,7 +20,8 @@ rule points:
     conda:
         "../envs/report.yaml"
     # Points are computed in parallel, one process each (the same rows on one core).
-    threads: workflow.cores
+    threads: 8  # at most: Snakemake gives a local job no more than --cores (workflow.cores is
+    # undefined under an executor such as Slurm, which then refuses the workflow)
     params:
         thresholds=config["report"]["continuity_thresholds_s"],
     shell:
