@@ -348,3 +348,21 @@ def test_a_stream_the_server_refuses_stops_the_run_before_its_warmup(
     assert said in line
     assert [r.body.get("stream") for r in scripted_server.requests] == [None, True]
     assert not (out / "records.jsonl").exists() and not (out / "summary.json").exists()
+
+
+def test_a_sample_rate_request_the_server_refuses_exits_2_as_a_refused_stream(
+    scripted_server: ScriptedServer, prompts_file: Path, tmp_path: Path, capsys
+):
+    """The sample-rate request is the run's body as one `wav`: a 4xx to it (an unknown voice)
+    is the request refused for every stream, so the run stops as `check_stream` stops it
+    (exit 2, the server's reason in one line), whichever request a server refuses it at."""
+    refused = Script(mode="http_error", status=400, message="Invalid voice 'joe'")
+    scripted_server.script_for = lambda body: refused
+    argv = ["--port", str(scripted_server.port), "--texts-jsonl", str(prompts_file),
+            "--requests", "2", "--warmup", "0", "--speaker", "joe",
+            "--out-dir", str(tmp_path / "o")]  # fmt: skip
+    assert main(argv) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("thetalker-bench: error: sample-rate request to http://127.0.0.1:")
+    assert "HTTP 400: Invalid voice 'joe'" in line
+    assert len(scripted_server.requests) == 1

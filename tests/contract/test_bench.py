@@ -108,7 +108,7 @@ def test_unknown_speaker_stops_at_the_sample_rate_request(qwen, tmp_path):
         "--texts-jsonl", str(prompts(tmp_path, TEXTS)), "--out-dir", str(tmp_path / "o"),
         "--speaker", "joe", "--requests", "1", "--warmup", "0",
     )  # fmt: skip
-    assert result.returncode == 1
+    assert result.returncode == 2, result.stderr
     assert "Invalid voice 'joe'" in result.stderr and "ryan" in result.stderr
 
 

@@ -161,7 +161,7 @@ def test_auto_rate_reads_the_header_of_a_16k_stream(qwen, tmp_path):
 
 def test_unknown_voice_stops_at_the_sample_rate_request(qwen, tmp_path):
     result = bench_cli(qwen, tmp_path, TEXTS, "--speaker", "joe", "--requests", "1")
-    assert result.returncode == 1
+    assert result.returncode == 2, result.stderr
     assert "Unknown voice 'joe'" in result.stderr and "ryan" in result.stderr
 
 

@@ -89,7 +89,7 @@ def test_an_invalid_base_url_exits_2_before_sending(prompts: Path, url: str, why
 
 def test_a_404_names_the_url_tried(scripted_server: ScriptedServer, prompts: Path):
     done = _bench(prompts, base_url=scripted_server.base_url + "/wrong/prefix")
-    assert done.returncode == 1
+    assert done.returncode == 2  # a 4xx: the request is refused as every one would be
     assert f"{scripted_server.base_url}/wrong/prefix/v1/audio/speech" in done.stderr
     assert "404" in done.stderr
 

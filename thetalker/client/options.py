@@ -24,6 +24,7 @@ __all__ = [
     "OptionsError",
     "SampleRateError",
     "ProbeError",
+    "ProbeRefusedError",
     "RequestRefusedError",
     "validate_options",
     "server_api",
@@ -106,6 +107,12 @@ class ProbeError(BenchError):
 class RequestRefusedError(BenchError):
     """The server refuses the run's streamed request as it will every one (a 4xx, or an
     answer that is not the stream asked for): the run stops before its warmup."""
+
+
+class ProbeRefusedError(ProbeError, RequestRefusedError):
+    """The sample-rate request (the run's body as one `wav`) answered with a 4xx: the request
+    is wrong for this server (a voice, a model), so the run stops as for a refused stream
+    (exit 2); an explicit rate's check only warns, and the streamed request decides."""
 
 
 def server_api(opts: BenchOptions) -> backends.ServerApi:

@@ -15,7 +15,12 @@ import aiohttp
 from thetalker.api.speech import error_message, speech_url
 from thetalker.backends import SAMPLE_RATE_HEADER, ServerApi
 from thetalker.client.exchange import describe, is_stream_type
-from thetalker.client.options import ProbeError, RequestRefusedError, SampleRateError
+from thetalker.client.options import (
+    ProbeError,
+    ProbeRefusedError,
+    RequestRefusedError,
+    SampleRateError,
+)
 from thetalker.client.receive import MAX_RESPONSE_BYTES, ResponseTooLarge, read_at_most
 from thetalker.data.wavio import WavError, parse_wav_header
 from thetalker.util.http_get import redirect_note
@@ -55,7 +60,8 @@ async def probe_sample_rate(
             data = await read_at_most(resp)
             if resp.status >= 400:
                 message = error_message(data, resp.status, resp.content_type)
-                raise ProbeError(f"sample-rate request to {shown}: HTTP {resp.status}: {message}")
+                failed = ProbeRefusedError if resp.status < 500 else ProbeError
+                raise failed(f"sample-rate request to {shown}: HTTP {resp.status}: {message}")
     except (TimeoutError, aiohttp.ClientError, ResponseTooLarge) as exc:
         raise _request_error(shown, timeout_s, exc) from None
     try:
