@@ -74,6 +74,7 @@ def _default_config() -> dict:
 def test_the_slo_needs_each_loads_audio_and_never_reaches_the_bench_job(tmp_path):
     config = _default_config()
     config["capacity"]["slo"] = {"min_dnsmos_ovrl": 3.0}
+    config["save_audio"] = False
     error = parse_time_error(config, REPO)
     assert error and "capacity.slo.min_dnsmos_ovrl: needs each load's audio" in error
     config["save_audio"] = True

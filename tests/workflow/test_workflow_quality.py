@@ -92,7 +92,8 @@ def test_quality_section_switches_the_targets_and_saved_audio(tmp_path):
     ):
         assert target in default.stdout
     assert "results/tables/wer_load.md" not in default.stdout
-    no_section = {k: v for k, v in DEFAULT.items() if k != "quality"}
+    # Without saved audio, the quality section is what keeps a speed run's audio.
+    no_section = {k: v for k, v in DEFAULT.items() if k != "quality"} | {"save_audio": False}
     bare = smk_offline(
         workdir, "-n", "--configfile", write_config(workdir, "bare.yaml", no_section)
     )
@@ -101,7 +102,11 @@ def test_quality_section_switches_the_targets_and_saved_audio(tmp_path):
         r for r, _, _ in planned_jobs(bare.stdout)
     }
     assert speed_job(no_section, "local", "piper-joe")["save_audio"] is False
-    under_load = {**DEFAULT, "quality": {**DEFAULT["quality"], "at_speed_points": True}}
+    under_load = {
+        **DEFAULT,
+        "save_audio": False,
+        "quality": {**DEFAULT["quality"], "at_speed_points": True},
+    }
     assert speed_job(under_load, "local", "piper-joe")["save_audio"] is True
 
 
@@ -149,7 +154,11 @@ def test_published_dry_run_lists_quality_jobs_for_every_system_and_model(publish
 
 def test_wer_at_speed_points_adds_one_transcription_per_point(tmp_path):
     workdir = copy_workflow(tmp_path / "wf")
-    config = {**DEFAULT, "quality": {**DEFAULT["quality"], "at_speed_points": True}}
+    config = {
+        **DEFAULT,
+        "save_audio": False,
+        "quality": {**DEFAULT["quality"], "at_speed_points": True},
+    }
     result = smk_offline(workdir, "-n", "--configfile", write_config(workdir, "load.yaml", config))
     assert result.returncode == 0, result.stderr[-3000:]
     points = {
