@@ -11,7 +11,7 @@ import pytest
 
 from thetalker.metrics import intervals
 from thetalker.metrics.intervals import bootstrap, percentile_intervals, shared_bootstrap
-from thetalker.metrics.players import summarize_players
+from thetalker.metrics.players import pausing_stalls_s, summarize_players
 from thetalker.metrics.point import point_fields, summarize_point
 from thetalker.metrics.stream import chunk_play_starts
 
@@ -41,6 +41,23 @@ def test_play_starts_are_the_loops_to_the_last_bit():
         sizes = [rng.choice([0, 1, 960, 4800, 48000, rng.randint(0, 100000)]) for _ in times]
         new, old = chunk_play_starts(times, sizes, bps), _loop_play_starts(times, sizes, bps)
         assert np.array_equal(new[0], old[0]) and np.array_equal(new[1], old[1])
+
+
+def test_stalls_are_the_play_starts_gaps_to_the_last_bit():
+    """`pausing_stalls_s` walks the timeline in a plain loop (a record's tens of chunks):
+    the same gaps as `chunk_play_starts`' arrays, float for float, ties and all."""
+    rng = random.Random(1)
+    for _ in range(3000):
+        n = rng.randint(1, 40)
+        rate = rng.choice([24000, 22050, 16000, 1])
+        times = sorted(rng.uniform(0, 3) for _ in range(n))
+        if rng.random() < 0.3:
+            times = [round(t, 2) for t in times]
+        sizes = [rng.choice([2, 960, 4800, 48000, 2 * rng.randint(1, 50000)]) for _ in times]
+        record = {"chunk_arrival_s": times, "chunk_bytes": sizes, "sample_rate": rate}
+        starts, ends = chunk_play_starts(times, sizes, 2.0 * rate)
+        gaps = starts[1:] - ends[:-1]
+        assert pausing_stalls_s(record) == [float(g) for g in gaps[gaps > 1e-9]]
 
 
 @pytest.mark.parametrize("n", [2, 3, 17, 301])
@@ -128,3 +145,50 @@ def test_a_points_intervals_are_the_same_on_any_number_of_threads():
 
     records = [dict(r, t_submit_s=0.1 * i) for i, r in enumerate(templates(60, 10, seed=7))]
     assert point_intervals([records], threads=2) == point_intervals([records], threads=1)
+
+
+def test_large_sample_closed_forms_worked_by_hand():
+    """The order-statistic interval of a median of 10 is [x_(2), x_(9)] (Binomial(10, 0.5):
+    P(2 <= B < 9) = 97.9 %); the normal interval of a sum: 1+2+3+4 over a 2 s window is
+    5 +/- 1.95996 x 1.29099 x 2 / 2."""
+    jobs = {
+        ("p50",): (np.arange(1.0, 11.0), intervals.Percentiles((50,))),
+        "rtfx": (np.array([1.0, 2.0, 3.0, 4.0]), intervals.SumOverWindow(2.0)),
+    }
+    found = shared_bootstrap(jobs, large_sample_n=2)
+    median = found["p50"]
+    assert (median.value, median.low, median.high, median.method) == (
+        5.5,
+        2.0,
+        9.0,
+        "order-statistic",
+    )
+    rtfx = found["rtfx"]
+    assert rtfx.method == "normal" and rtfx.value == 5.0
+    assert rtfx.high - 5.0 == pytest.approx(1.959964 * 1.290994, rel=1e-6)
+    assert rtfx.low == pytest.approx(10.0 - rtfx.high)
+
+
+def test_large_samples_get_closed_forms_that_agree_with_the_bootstrap():
+    """From LARGE_SAMPLE_N on, a point's percentiles and RTFx are computed in closed form;
+    at that size each bound lies within a tenth of the bootstrap interval's width of the
+    bootstrap's own (the same data, resampled). One observation fewer: resampled as ever."""
+    n = intervals.LARGE_SAMPLE_N
+    rng = np.random.default_rng(5)
+    ttfa = np.round(rng.gamma(2.0, 0.2, n), 4)
+    audio = np.where(rng.random(n) < 0.05, 0.0, rng.uniform(0.5, 9.0, n))
+    jobs = {
+        ("p50", "p90"): (ttfa, intervals.Percentiles((50, 90))),
+        "rtfx": (audio, intervals.SumOverWindow(120.0)),
+    }
+    closed, resampled = shared_bootstrap(jobs), shared_bootstrap(jobs, large_sample_n=None)
+    assert [closed[k].method for k in ("p50", "p90", "rtfx")] == [
+        "order-statistic", "order-statistic", "normal",
+    ]  # fmt: skip
+    for key in ("p50", "p90", "rtfx"):
+        a, b = closed[key], resampled[key]
+        assert b.method == "bootstrap" and a.value == b.value and a.n == b.n == n
+        width = b.high - b.low
+        assert abs(a.low - b.low) < width / 10 and abs(a.high - b.high) < width / 10
+    fewer = {k: (sample[:-1], stat) for k, (sample, stat) in jobs.items()}
+    assert {iv.method for iv in shared_bootstrap(fewer).values()} == {"bootstrap"}

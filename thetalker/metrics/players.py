@@ -34,7 +34,6 @@ import numpy as np
 from thetalker.metrics.stream import (
     CONTINUITY_THRESHOLD_S,
     bytes_per_second,
-    chunk_play_starts,
     valid_timeline,
 )
 
@@ -127,9 +126,28 @@ def pausing_stalls_s(record: Mapping[str, Any]) -> list[float]:
     bps = bytes_per_second(int(record.get("sample_rate") or 0))
     if not valid_timeline(arrivals, sizes, bps):
         return []
-    starts, ends = chunk_play_starts(arrivals, sizes, bps)
-    gaps = starts[1:] - ends[:-1]
-    return [float(g) for g in gaps[gaps > _STALL_EPSILON_S]]
+    return _stalls(arrivals, sizes, bps)
+
+
+def _stalls(arrivals: Sequence[float], sizes: Sequence[int], bps: float) -> list[float]:
+    """`chunk_play_starts`' gaps above a nanosecond, by the same additions in the same
+    order (each chunk ends where it starts plus its bytes / bps; it starts at its arrival
+    when that is after the last end), so the same floats to the last bit. A plain loop: a
+    stream has tens of chunks, where numpy's per-call cost is most of the work, and every
+    record of a point passes here when it is read (`point_fields`)."""
+    pairs = zip(arrivals, sizes, strict=True)
+    arrival, size = next(pairs)
+    end = float(arrival) + int(size) / bps
+    stalls: list[float] = []
+    for arrival, size in pairs:
+        t = float(arrival)
+        if t > end:  # the player ran dry: it waits, then starts this chunk on arrival
+            if t - end > _STALL_EPSILON_S:
+                stalls.append(t - end)
+            end = t + int(size) / bps
+        else:
+            end = end + int(size) / bps
+    return stalls
 
 
 def passes_stall_gate(

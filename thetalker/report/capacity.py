@@ -237,8 +237,8 @@ def capacity_table(
         "lowest already fails). Broke first: the figures that failed at the first failing "
         "load; cliff: loads above it that held again (the level is not monotone there). "
         f"Audible first audio: {onset_words(points)} (inaudible streams count as failures). "
-        "TTFA p90 [bootstrap 95%] at that load; the price there and at the headline "
-        f"concurrency, at {gpu_hour_usd:g} USD per hour.\n\n"
+        "TTFA p90 [95% interval, points.csv's `ttfa_s_method`] at that load; the price there "
+        f"and at the headline concurrency, at {gpu_hour_usd:g} USD per hour.\n\n"
     )
     return title + markdown_table(header, body, label_columns=2)
 

@@ -51,7 +51,8 @@ _REQUIRED_COLUMNS = ("system", "model", "concurrency", "rtfx", "continuity_pct",
 _THRESHOLD_COLUMN = re.compile(r"^continuity_pct_(\d+(?:\.\d+)?)s$")
 INTERVAL_NOTE = (
     "± is half the 95% interval: over the N rounds of the point (Student t) when it ran "
-    "N > 1 times, else a bootstrap over the run's requests with its window kept."
+    "N > 1 times, else a bootstrap over the run's requests with its window kept (from "
+    "5,000 requests, the normal interval of that sum: `rtfx_method` says which)."
 )
 
 Row = dict[str, Any]

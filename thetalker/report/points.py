@@ -10,7 +10,9 @@ A point run several times (`repeats`) keeps each round in `.../{point}/round{k}/
 its row pools the rounds' requests for counts, continuity and percentiles, and takes
 `rtfx`, `chars_per_s` and `window_s` as the mean over the rounds (each round has its own
 clock). Percentile blocks are flattened to `<figure>_p50`, `<figure>_n`, ...; an interval
-adds `<figure>_low`, `<figure>_high` (and `rtfx_method`: `bootstrap` or `repeats-t`).
+adds `<figure>_low`, `<figure>_high` (and `rtfx_method`: `bootstrap`, `normal` from 5,000
+requests, or `repeats-t`; `ttfa_s_method`, `perceived_first_audio_s_method`: `bootstrap`, or
+`order-statistic` from 5,000 requests, `thetalker.metrics.intervals.LARGE_SAMPLE_N`).
 Continuity at each threshold T is `continuity_pct_{T}s` (with `_low`, `_high`). The
 `records` column lists the point's records files (`;`-separated, one per round), which
 the tables read again for the ratio column's interval.
@@ -129,10 +131,11 @@ def point_row(
     pooled = [r for one in rounds for r in one]
     _warn_mixed_onset(paths[0], pooled)
     summary = flatten(summarize_point(pooled, concurrency=first.concurrency))
-    figures = point_intervals(rounds, thresholds_s, threads=threads)
+    # Each round has its own clock: a rate is the mean over rounds, not pooled.
+    per_round = [summarize_point(r) for r in rounds] if len(rounds) > 1 else [summary]
+    by_round = [s["rtfx"] for s in per_round]
+    figures = point_intervals(rounds, thresholds_s, threads=threads, rtfx_by_round=by_round)
     if len(rounds) > 1:
-        # Each round has its own clock: a rate is the mean over rounds, not pooled.
-        per_round = [summarize_point(r) for r in rounds]
         for key in ("rtfx", "chars_per_s", "window_s"):
             summary[key] = _mean([s[key] for s in per_round])
     row: dict[str, Any] = {
@@ -146,6 +149,8 @@ def point_row(
         **summary,
         **_interval_columns("rtfx", figures["rtfx"]),
         "rtfx_method": figures["rtfx"].method,
+        "ttfa_s_method": figures["ttfa_s_p50"].method,
+        "perceived_first_audio_s_method": figures["perceived_first_audio_s_p50"].method,
         "rtfx_by_round": ";".join(f"{v:.6g}" for v in figures["rtfx_by_round"] if v is not None),
         **_interval_columns("continuity_pct", figures["continuity_pct"]),
     }

@@ -366,8 +366,10 @@ def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[st
         "inaudible: it has "
         "no audible time and counts against audible %, never as audible at once), and "
         "perceived first audio (first byte plus the prebuffer that would have made that "
-        "stream gapless, `ttfa_s + max_underrun_s`). [low, high]: the 95% bootstrap interval "
-        "over requests where points.csv has one (percentiles are skewed, so not ±).\n\n"
+        "stream gapless, `ttfa_s + max_underrun_s`). [low, high]: the 95% interval over "
+        "requests where points.csv has one, a percentile bootstrap, or from 5,000 requests "
+        "the order-statistic interval (`ttfa_s_method` says which; percentiles are skewed, "
+        "so not ±).\n\n"
     )
     return title + markdown_table(header, rows, label_columns=3)
 
