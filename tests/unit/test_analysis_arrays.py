@@ -192,3 +192,16 @@ def test_large_samples_get_closed_forms_that_agree_with_the_bootstrap():
         assert abs(a.low - b.low) < width / 10 and abs(a.high - b.high) < width / 10
     fewer = {k: (sample[:-1], stat) for k, (sample, stat) in jobs.items()}
     assert {iv.method for iv in shared_bootstrap(fewer).values()} == {"bootstrap"}
+
+
+def test_wilson_is_scipys_binomtest_interval_to_the_last_bit():
+    from scipy import stats
+
+    rng = random.Random(2)
+    cases = [(k, n) for n in range(1, 60) for k in range(n + 1)]
+    cases += [(rng.randint(0, n), n) for n in (rng.randint(60, 10**7) for _ in range(2000))]
+    for k, n in cases:
+        for level in (0.95, 0.9):
+            ci = stats.binomtest(k, n).proportion_ci(level, method="wilson")
+            found = intervals.wilson_pct(k, n, level)
+            assert (found.low, found.high) == (100.0 * float(ci.low), 100.0 * float(ci.high))

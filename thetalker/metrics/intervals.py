@@ -4,6 +4,7 @@ scipy is imported where it is used."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -257,18 +258,31 @@ class Percentiles:
 
     def closed_form(self, data: np.ndarray, confidence: float) -> list[tuple[float, float]]:
         """Per q, [x_(l), x_(u)] (1-based order statistics) with l the least rank whose
-        Binomial(n, q) CDF reaches (1 - confidence) / 2 and u one past the rank where it
-        reaches its complement: P(l <= B < u) >= confidence."""
-        from scipy.stats import binom
-
+        Binomial(n, q) CDF reaches (1 - confidence) / 2 and u one past the least rank
+        where it reaches its complement: P(l <= B < u) >= confidence."""
         ordered = np.sort(data)
         n, tail = ordered.size, (1.0 - confidence) / 2.0
         bounds = []
         for q in self.qs:
-            low_rank = max(1, int(binom.ppf(tail, n, q / 100.0)))
-            high_rank = min(n, int(binom.ppf(1.0 - tail, n, q / 100.0)) + 1)
+            low_rank = max(1, _binomial_quantile(tail, n, q / 100.0))
+            high_rank = min(n, _binomial_quantile(1.0 - tail, n, q / 100.0) + 1)
             bounds.append((float(ordered[low_rank - 1]), float(ordered[high_rank - 1])))
         return bounds
+
+
+def _binomial_quantile(level: float, n: int, p: float) -> int:
+    """The least k in 0..n with P(B <= k) >= level, B ~ Binomial(n, p) (scipy.special's
+    `bdtr`, by bisection: the CDF rises with k)."""
+    from scipy.special import bdtr
+
+    low, high = 0, n  # P(B <= n) = 1 >= level
+    while low < high:
+        mid = (low + high) // 2
+        if bdtr(mid, n, p) >= level:
+            high = mid
+        else:
+            low = mid + 1
+    return low
 
 
 @dataclass(frozen=True)
@@ -419,17 +433,29 @@ def percentile_interval(
 
 
 def wilson_pct(successes: int, n: int, confidence: float = CONFIDENCE) -> Interval:
-    """A proportion in percent with its Wilson score interval (scipy's binomtest).
+    """A proportion in percent with its Wilson score interval (Newcombe 1998, method 3),
+    computed as scipy's `binomtest(k, n).proportion_ci(confidence, method="wilson")`
+    computes it, operation for operation, so the same floats
+    (`test_analysis_arrays.py` checks them against scipy), without loading scipy.stats:
+    half a second that a table process over one point need not spend.
 
     Never certain from a finite sample: 10 of 10 gives [72.2, 100]. n = 0: no value.
     """
-    from scipy import stats
+    from scipy.special import ndtri
 
     if n <= 0:
         return _none_interval(METHOD_WILSON)
-    ci = stats.binomtest(int(successes), int(n)).proportion_ci(confidence, method="wilson")
-    low, high = 100.0 * float(ci.low), 100.0 * float(ci.high)
-    return Interval(100.0 * successes / n, low, high, METHOD_WILSON, int(n), confidence)
+    k, n = int(successes), int(n)
+    if not 0 <= k <= n:
+        raise ValueError(f"successes must be in [0, n]: {k} of {n}")
+    p = k / n
+    z = ndtri(0.5 + 0.5 * confidence)
+    denom = 2 * (n + z**2)
+    center = (2 * n * p + z**2) / denom
+    delta = z / denom * math.sqrt(4 * n * p * (1 - p) + z**2)
+    low = 0.0 if k == 0 else float(center - delta)
+    high = 1.0 if k == n else float(center + delta)
+    return Interval(100.0 * k / n, 100.0 * low, 100.0 * high, METHOD_WILSON, n, confidence)
 
 
 def newcombe_difference(a: Interval, b: Interval) -> Interval:

@@ -56,13 +56,13 @@ HEADER = (
 
 
 class AgentPoint:
-    """One point's records and its figures."""
+    """One point's figures, from its records (not kept: a table of many points holds one
+    point's records at a time, and a worker process hands back figures, not records)."""
 
     def __init__(self, system: str, model: str, concurrency: int, records: list[dict]) -> None:
         self.system = system
         self.model = model
         self.concurrency = concurrency
-        self.records = records
         self.figures = agent_intervals(records)
         options = _first_scored(records)
         self.pace = _pace(options)

@@ -229,7 +229,7 @@ def points_rows(
         ]
     from concurrent.futures import ProcessPoolExecutor
 
-    import scipy.stats  # noqa: F401  (loaded once here: forked workers inherit it)
+    import scipy.special  # noqa: F401  (loaded once here: forked workers inherit it)
 
     with ProcessPoolExecutor(max_workers=min(jobs, len(groups))) as pool:
         futures = [
