@@ -75,7 +75,7 @@ __all__ = [
 #
 # Large samples. 10,000 resamples of n requests are 10,000 x n draws: at a point of 100,000
 # requests, 10^9 integers and their gathering, about 40 s of CPU for the four percentiles and
-# the RTFx of one point, where reading its records takes 3. From `LARGE_SAMPLE_N`
+# the RTFx of one point, where reading its records takes under 2. From `LARGE_SAMPLE_N`
 # observations on, the two statistics a point bootstraps get the closed-form intervals the
 # bootstrap approximates at that size: a percentile the distribution-free order-statistic
 # interval (the ranks l and u with P(l <= B < u) >= confidence for B ~ Binomial(n, q): the
