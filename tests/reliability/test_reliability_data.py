@@ -303,16 +303,18 @@ def test_a_stale_records_file_beside_rounds_is_not_another_round(
         ("sample_rate", "24000.5", "field sample_rate: expected an integer"),
     ],
 )
+@pytest.mark.parametrize("declared_only", [False, True], ids=["whole", "declared-only"])
 def test_a_value_of_the_wrong_type_is_refused_naming_line_and_field(
-    tmp_path: Path, field: str, raw: str, why: str
+    tmp_path: Path, field: str, raw: str, why: str, declared_only: bool
 ):
-    # Never reinterpreted: a string "false" is not false, a NaN is not a missing TTFA.
+    # Never reinterpreted: a string "false" is not false, a NaN is not a missing TTFA. The
+    # typed one-pass read (`declared_only`, what a point's row reads with) refuses alike.
     good = json.dumps(_record(0))
     bad = json.dumps({**_record(1), field: "@"}).replace('"@"', raw)
     path = tmp_path / "records.jsonl"
     path.write_text(f"{good}\n{bad}\n", encoding="utf-8")
     with pytest.raises(RecordError) as caught:
-        list(read_records(path))
+        list(read_records(path, declared_only=declared_only))
     assert str(caught.value).startswith(f"{path}:2: ") and why in str(caught.value)
 
 
