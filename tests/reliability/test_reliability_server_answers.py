@@ -144,6 +144,38 @@ def test_the_speech_request_records_a_redirect_and_follows_none(
     assert summary["n_failed"] == 2
 
 
+def test_the_agent_handshake_records_a_redirect_and_follows_none(
+    servers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # aiohttp's ws_connect takes no allow_redirects: it followed a 302 to the other origin
+    # (dropping Authorization there, aiohttp's rule) and the record said only "HTTP 200".
+    monkeypatch.setenv("THETALKER_API_KEY", SECRET)
+    elsewhere = servers(_json)
+    server = servers(_redirect_to(elsewhere.base_url))
+    opts = BenchOptions(
+        base_url=server.base_url,
+        protocol="websocket",
+        speaker="ok",
+        sample_rate=24000,
+        requests=2,
+        warmup=0,
+        concurrency=1,
+        timeout_s=20.0,
+    )
+    summary = run_benchmark(opts, [Prompt("a", "Hello there.")], tmp_path)
+    records = list(read_records(tmp_path / "records.jsonl"))
+    assert elsewhere.seen == []  # the other origin heard nothing
+    assert [h.get("Authorization") for _, _, h in server.seen] == [f"Bearer {SECRET}"] * 2
+    assert [(r["ok"], r["http_status"]) for r in records] == [(False, 302)] * 2
+    for record in records:
+        assert record["error"]["type"] == "http_status"
+        assert record["error"]["message"] == (
+            "the WebSocket handshake was refused: "
+            f"HTTP 302: a redirect to {elsewhere.base_url}, not followed"
+        )
+    assert summary["n_failed"] == 2
+
+
 @pytest.mark.parametrize("target", ["http://elsewhere:99999", "http://[::1", "http://x:port"])
 def test_a_redirect_to_no_readable_url_is_still_the_answer(
     servers: Any, scripted_server: ScriptedServer, tmp_path: Path, target: str

@@ -22,7 +22,7 @@ import aiohttp
 
 from thetalker.api.auth import auth_headers
 from thetalker.data.wavio import REFERENCE_CLIP_S, parse_wav_header
-from thetalker.util.http_get import redirect_note
+from thetalker.util.no_redirect import redirect_answer
 from thetalker.util.redact import redact_url
 
 __all__ = [
@@ -141,8 +141,8 @@ def _detail_text(detail: Any) -> str:
 
 async def _json_reply(resp: aiohttp.ClientResponse, what: str) -> Any:
     """The JSON of a 2xx answer, else SpeechApiError with the error body's message."""
-    if 300 <= resp.status < 400:  # never followed: the request carries the API key
-        note = redirect_note(resp.status, resp.headers.get("Location"), str(resp.url))
+    note = redirect_answer(resp)  # never followed: the request carries the API key
+    if note is not None:
         raise SpeechApiError(f"{what}: {note} ({resp.method} {resp.url})", resp.status)
     body = await resp.read()
     try:

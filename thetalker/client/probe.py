@@ -23,7 +23,7 @@ from thetalker.client.options import (
 )
 from thetalker.client.receive import MAX_RESPONSE_BYTES, ResponseTooLarge, read_at_most
 from thetalker.data.wavio import WavError, parse_wav_header
-from thetalker.util.http_get import redirect_note
+from thetalker.util.no_redirect import redirect_answer
 from thetalker.util.redact import redact_url
 
 __all__ = ["probe_sample_rate", "check_stream", "refusal"]
@@ -74,8 +74,8 @@ def _refuse_redirect(
     resp: aiohttp.ClientResponse, shown: str, what: str = "sample-rate request"
 ) -> None:
     """A redirect is the server's answer, never followed (the request carries the key)."""
-    if 300 <= resp.status < 400:
-        note = redirect_note(resp.status, resp.headers.get("Location"), str(resp.url))
+    note = redirect_answer(resp)
+    if note is not None:
         raise ProbeError(f"{what} to {shown}: {note}")
 
 

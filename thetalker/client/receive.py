@@ -20,7 +20,7 @@ import aiohttp
 
 from thetalker.client.exchange import ERROR_BODY_LIMIT, Exchange, describe, is_stream_type
 from thetalker.client.handoff import note_read
-from thetalker.util.http_get import redirect_note
+from thetalker.util.no_redirect import redirect_answer
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
@@ -65,9 +65,9 @@ async def receive_response(
             ex.content_type = resp.content_type
             if rate_header is not None:
                 ex.rate_header = resp.headers.get(rate_header)
-            if 300 <= resp.status < 400:
-                location = resp.headers.get("Location")
-                ex.failure = ("http_status", redirect_note(resp.status, location, url))
+            note = redirect_answer(resp, url)
+            if note is not None:
+                ex.failure = ("http_status", note)
                 return
             if resp.status >= 400 or not is_stream_type(resp.content_type, sse):
                 ex.error_body = await resp.content.read(ERROR_BODY_LIMIT)

@@ -23,6 +23,7 @@ from thetalker.client.exchange import Exchange
 from thetalker.client.options import BenchOptions
 from thetalker.client.receive import StampingConnector, receive_response
 from thetalker.client.schedule import Item
+from thetalker.util.no_redirect import refuse_redirects
 
 __all__ = ["open_session", "InFlight", "Sender"]
 
@@ -35,6 +36,7 @@ def open_session(opts: BenchOptions, streams: int) -> aiohttp.ClientSession:
         headers=auth_headers(opts.api_key_env),  # Authorization: Bearer, when a key is set
         connector=StampingConnector(limit=limit),  # stamps connection setup per request
         timeout=aiohttp.ClientTimeout(total=None),  # per request, by asyncio.timeout
+        trace_configs=[refuse_redirects()],  # the WebSocket handshake follows none either
     )
 
 

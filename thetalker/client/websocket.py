@@ -34,6 +34,7 @@ from thetalker.client.handoff import note_read
 from thetalker.client.options import BenchOptions, server_api
 from thetalker.client.pacing import load_trace, piece_offsets, text_pieces, words_per_s
 from thetalker.client.receive import MAX_RESPONSE_BYTES, too_large
+from thetalker.util.no_redirect import RedirectRefused
 
 __all__ = [
     "STREAM_PATH",
@@ -254,6 +255,9 @@ async def agent_session(
     try:
         async with asyncio.timeout(timeout_s):
             yield running
+    except RedirectRefused as exc:  # the session's trace: a redirect is never followed
+        ex.status = exc.status
+        ex.failure = ("http_status", f"the WebSocket handshake was refused: {exc.note}")
     except aiohttp.WSServerHandshakeError as exc:
         ex.status = exc.status
         ex.failure = ("http_status", f"the WebSocket handshake was refused: HTTP {exc.status}")

@@ -11,8 +11,8 @@ finding (issue 36):
 - **No redirect followed.** urllib copies every header onto a redirect, an API key's
   `Authorization` included, whatever the new host: a request carrying a credential would hand
   it to whoever the server points at. A 3xx is the answer (`status`, `location`), said as
-  `redirect_note`; the client's aiohttp requests (speech, probe, voices) are sent with
-  `allow_redirects=False` for the same reason.
+  `redirect_note`; the client's aiohttp requests follow none either, for the same reason
+  (`thetalker.util.no_redirect`).
 
 No proxy is used: the servers are the job's own or named by their URL.
 """
