@@ -191,9 +191,9 @@ def test_sigkill_then_rerun_then_ctrl_c_leave_no_stage_worker(engine_tier, tiny_
             second_group = wait_serving(rerun, work, starts=2)
             assert second_group != first_group
             assert group_members(first_group) == [], "the rerun did not stop the leftover"
-            # Ctrl-C, to the job's own process: a terminal's Ctrl-C also reaches the job's
-            # helper processes (its record writer), which is not what this test is about.
-            os.kill(rerun.pid, signal.SIGINT)
+            # Ctrl-C as a terminal sends it: to the job's whole process group (its record
+            # writer and fork server too, which ignore it); the engine has a session of its own.
+            os.killpg(rerun.pid, signal.SIGINT)
             assert rerun.wait(timeout=STOP_WAIT_S) == 130, tail(work)
         finally:
             if rerun.poll() is None:

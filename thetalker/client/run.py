@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -38,6 +36,7 @@ from thetalker.client.progress import (
 )
 from thetalker.client.schedule import arrival_offsets, closed_loop, dispatch, new_event_loop
 from thetalker.client.sender import Sender, open_session
+from thetalker.client.sigterm import sigterm_cancels_this_task
 from thetalker.client.sinks import open_sink
 from thetalker.client.summary import point_summary
 from thetalker.client.workers import run_workers
@@ -253,17 +252,5 @@ def run_benchmark(
 async def _cancelled_by_sigterm(run: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
     """`run`, cancelled by SIGTERM as Ctrl-C cancels it: in-flight requests recorded as
     `cancelled`, `summary.json` written. A handler the caller set is left alone."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    handled = False
-    main = threading.current_thread() is threading.main_thread()
-    if task is not None and main and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
-            loop.add_signal_handler(signal.SIGTERM, task.cancel)
-            handled = True
-    try:
+    with sigterm_cancels_this_task():
         return await run
-    finally:
-        if handled:
-            loop.remove_signal_handler(signal.SIGTERM)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)

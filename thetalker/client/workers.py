@@ -7,7 +7,6 @@ parent, the one writer of records.jsonl.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import multiprocessing
 import queue
 import signal
@@ -29,6 +28,7 @@ from thetalker.client.options import BenchError, BenchOptions, effective_workers
 from thetalker.client.progress import Tally
 from thetalker.client.schedule import Item, arrival_offsets, dispatch, new_event_loop
 from thetalker.client.sender import Sender, open_session
+from thetalker.client.sigterm import sigterm_cancels_this_task
 from thetalker.client.sinks import RecordSink, ThreadSink
 from thetalker.client.ws_sender import WsSender
 
@@ -222,28 +222,18 @@ async def run_workers(
                     pending.discard(w)
                     errors.append(f"worker {w} exited with status {procs[w].exitcode}")
 
-    loop = asyncio.get_running_loop()
-    term_handled = False
-    task = asyncio.current_task()
-    if task is not None and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        # SIGTERM stops the run like Ctrl-C; a handler the caller set is left alone.
-        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
-            loop.add_signal_handler(signal.SIGTERM, task.cancel)
-            term_handled = True
     try:
-        for proc in procs:
-            proc.start()
-        while pending and not errors:
-            drain()
-            if not go.is_set() and len(ready) == k:
-                t_go.value = time.perf_counter() + 0.02  # one start, on the shared clock
-                go.set()
-            reap_dead()
-            await asyncio.sleep(0.01)
+        with sigterm_cancels_this_task():  # SIGTERM stops the run like Ctrl-C
+            for proc in procs:
+                proc.start()
+            while pending and not errors:
+                drain()
+                if not go.is_set() and len(ready) == k:
+                    t_go.value = time.perf_counter() + 0.02  # one start, on the shared clock
+                    go.set()
+                reap_dead()
+                await asyncio.sleep(0.01)
     finally:
-        if term_handled:
-            loop.remove_signal_handler(signal.SIGTERM)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         # Stop what still runs; wait (blocking: nothing else runs here) for its records.
         for w in pending:
             if procs[w].is_alive():
