@@ -174,7 +174,10 @@ def test_a_failed_engine_is_a_failure_of_the_run(tmp_path: Path):
 
 
 def test_the_socket_fails_the_same_way(tmp_path: Path):
-    server = Standin(tmp_path, {"STANDIN_WARMUP_S": "0", "STANDIN_FAIL_AFTER": "2"})
+    """On the socket too: the session streaming as the engine fails is cut
+    (`generation_failed`), and every later start is refused with the failed service's words:
+    `server_failed`, and the point fails though `--max-error-rate 1.0` accepts any rate."""
+    server = Standin(tmp_path, {"STANDIN_WARMUP_S": "0", "STANDIN_FAIL_AFTER": "4"})
     try:
         server.wait_ready()
         out = tmp_path / "ws"
@@ -184,9 +187,13 @@ def test_the_socket_fails_the_same_way(tmp_path: Path):
         server.stop()
     assert code == 1
     records = list(read_records(out / "records.jsonl"))
-    failed = [r["error"] for r in records if r["error"]]
-    assert failed and all(e["type"] in ("ws_error", "session_refused") for e in failed)
-    assert "generation_failed" in failed[0]["message"]
+    kinds = [r["error"]["type"] if r["error"] else "ok" for r in records]
+    # The HTTP probe, then warmup and requests 0-1 served; request 2 streams as it fails.
+    assert kinds == ["ok"] * 3 + ["ws_error"] + ["server_failed"] * 3
+    assert "generation_failed" in records[3]["error"]["message"]
+    assert all("service_failed" in r["error"]["message"] for r in records[4:])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["errors_by_type"]["server_failed"] == 3
 
 
 def test_over_capacity_is_overloaded(tmp_path: Path):

@@ -97,16 +97,29 @@ class Errors:
     """What a refusal before audio means. `by_status` maps an HTTP status to a record's
     `error.type` (thetalker.data.records.ERROR_TYPES); a status absent from it (or an empty
     map) is `http_status`. `by_message` refines a status by a substring of the error
-    message: `{503: (("not ready", "not_ready"),)}`."""
+    message: `{503: (("not ready", "not_ready"),)}`. `by_event_message` does the same for
+    an agent socket's `error` event (a refused start or a failure while streaming), whose
+    type is otherwise `session_refused` or `ws_error`."""
 
     by_status: Mapping[int, str] = field(default_factory=dict)
     by_message: Mapping[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    by_event_message: tuple[tuple[str, str], ...] = ()
 
     def failure_type(self, status: int, message: str) -> str:
-        for needle, kind in self.by_message.get(status, ()):
-            if needle.lower() in message.lower():
-                return kind
-        return self.by_status.get(status, "http_status")
+        return _refined(self.by_message.get(status, ()), message) or self.by_status.get(
+            status, "http_status"
+        )
+
+    def event_failure_type(self, kind: str, message: str) -> str:
+        """The type of a socket failure `kind` whose error event said `message`."""
+        return _refined(self.by_event_message, message) or kind
+
+
+def _refined(needles: tuple[tuple[str, str], ...], message: str) -> str | None:
+    for needle, kind in needles:
+        if needle.lower() in message.lower():
+            return kind
+    return None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ as nari.md reads it in `nari-labs/nari-qwen3-tts @e8c5b2b`.
   or when a request's PCM budget is exceeded; a failure after the headers is a chunked body
   cut without its last chunk. A 503 `... not ready: service_failed` (or `service_stopped`)
   comes from an engine that failed or stopped after it was ready: it never recovers, so it
-  is `server_failed` (and fails the point), not a start-up wait.
+  is `server_failed` (and fails the point), not a start-up wait; so is a socket's `error`
+  event that says it.
 - Agent mode: `WS /v1/audio/speech/ws` with subprotocol `nari.speech.v1`, one utterance per
   connection: `session.created`, `request.start` -> `request.configured`, numbered
   `input_text.append` -> `input_text.ack` (`response.started` at admission, binary PCM
@@ -141,6 +142,10 @@ def command(spec: ServerSpec, port: int) -> list[str]:
     return cmd + optional_flags(("--profile", spec.profile))
 
 
+# An engine that failed or stopped after it was ready never recovers; its message also
+# says "not ready", so these come before that needle.
+FAILED_ENGINE = (("service_failed", "server_failed"), ("service_stopped", "server_failed"))
+
 API = ServerApi(
     name="nari",
     summary="Nari Labs' Qwen3-TTS server's: strict schema, the nari.speech.v1 socket",
@@ -161,13 +166,9 @@ API = ServerApi(
     errors=Errors(
         by_status={422: "rejected", 429: "overloaded", 503: "overloaded"},
         # A failed or stopped engine first: its message also says "not ready".
-        by_message={
-            503: (
-                ("service_failed", "server_failed"),
-                ("service_stopped", "server_failed"),
-                ("not ready", "not_ready"),
-            )
-        },
+        by_message={503: (*FAILED_ENGINE, ("not ready", "not_ready"))},
+        # The socket refuses a start the same way (`invalid_request` with that text).
+        by_event_message=FAILED_ENGINE,
     ),
     voice_upload=False,
     task_types=("CustomVoice",),

@@ -163,6 +163,9 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
     protocol = ctx.api.agent
     assert protocol is not None  # validate_options: the websocket protocol needs a socket
     failure = _failure(ex, events, len(pcm), protocol)
+    if failure is not None and failure[0] in ("ws_error", "session_refused"):
+        # The server's words may say more than the socket's event does (Nari's service_failed).
+        failure = (ctx.api.errors.event_failure_type(failure[0], failure[1]), failure[1])
     arrivals = [t - t_send for t in ex.times]
     usable = pcm[: len(pcm) - len(pcm) % 2]
     ok = failure is None
