@@ -2,8 +2,9 @@
 
 docs/architecture.md's module map is the tree: every module under thetalker/ has its line,
 and every module the map names exists. And every piece of prose (each `*.md`, the workflow's
-`*.smk` and Snakefile, the report's captions) names only things that exist: each
-`thetalker/...py` path and `tests/...` path, each page of docs/ and tutorials/, each
+`*.smk` and Snakefile, the report's captions) names only things that exist: each path in
+one of the repository's folders (`thetalker/`, `tests/`, `config/`, `scripts/`, `.ci/`, ...;
+not `results/`, which a run writes), each page of docs/ and tutorials/, each
 `thetalker.x.y` module (and the name it reaches in it, defined there), each test by its
 name; and a docstring or comment in the code names only pages that exist.
 docs/architecture.md names every rule of the workflow and every table it writes.
@@ -57,9 +58,14 @@ def test_prose_is_found():
     assert {"benchmarks/README.md", "config/README.md", "tutorials/README.md"} <= names
 
 
-# A path: thetalker/... or tests/..., up to a character no path here holds. `{`, `*` and `<`
+# A path in one of the repository's own folders (thetalker/..., config/..., .ci/run; not
+# results/, which a run writes), up to a character no path here holds. `{`, `*` and `<`
 # make it a pattern (thetalker/deploy_configs/*.yaml), checked by what precedes them.
-_PATH = re.compile(r"(?<![\w./-])((?:thetalker|tests)/[\w./{}*<>-]*[\w/{}*>])")
+_FOLDERS = (
+    "thetalker|tests|config|scripts|profiles|deploy|benchmarks|rules|envs|examples"
+    "|reference|prompts|report|tutorials|docs|\\.ci"
+)
+_PATH = re.compile(rf"(?<![\w./-])((?:{_FOLDERS})/[\w./{{}}*<>-]*[\w/{{}}*>])")
 # A dotted name under the package: thetalker.metrics, thetalker.client.run.run_benchmark.
 _DOTTED = re.compile(r"(?<![\w./-])(thetalker(?:\.\w+)+)")
 # A test's name as prose writes it: test_x (a function or a file's stem), or test_x_* (any
@@ -147,7 +153,7 @@ def _mentions(pattern: re.Pattern[str], text: str) -> set[str]:
 @pytest.mark.parametrize("doc", PROSE, ids=_ids())
 def test_prose_names_only_paths_modules_and_tests_that_exist(doc: Path):
     text = doc.read_text(encoding="utf-8")
-    paths = _mentions(_PATH, text) | (_mentions(_DOC_PATH, text) - _OTHER_PROJECTS_DOCS)
+    paths = (_mentions(_PATH, text) | _mentions(_DOC_PATH, text)) - _OTHER_PROJECTS_DOCS
     stale = [f"{p}: no such path" for p in sorted(paths) if not _exists(p)]
     for name in sorted(_mentions(_DOTTED, text) - _NOT_MODULES):
         problem = _dotted_problem(name)

@@ -87,3 +87,23 @@ def test_the_slo_needs_each_loads_audio_and_never_reaches_the_bench_job(tmp_path
     assert "min_dnsmos_ovrl" not in wfc.capacity_search(config)["slo"]
     assert wfc.service_level_spec(config)["min_dnsmos_ovrl"] == 3.0
     assert "max_unhealthy_pct" not in wfc.service_level_spec(config)
+
+
+def test_an_ovrl_limit_that_no_load_measured_is_named_not_judged(tmp_path):
+    """DNSMOS not installed: every point's OVRL is None and passes, so capacity.md says the
+    limit judged nothing instead of holding it in silence."""
+    from thetalker.report.capacity import capacity_table, not_judged
+
+    rows = [_point(tmp_path, c, 3.3, 0) for c in (1, 2)]
+    for c in (1, 2):
+        (tmp_path / f"c{c}" / "dnsmos.json").write_text(json.dumps({"available": False}))
+    points = pd.DataFrame(rows)
+    level = ServiceLevel(min_dnsmos_ovrl=3.0, max_unhealthy_pct=10.0)
+    _, loads = capacity_of(points, "m", "s", level)
+    assert not_judged(level, loads) == ["DNSMOS OVRL"]  # health.json was read: judged
+    table = capacity_table(points, ["m"], ["s"], level, 1, 2.0)
+    assert "not judged (measured at no load)" in table and "| DNSMOS OVRL |" in table
+    measured = _point(tmp_path, 4, 3.3, 0)
+    _, loads = capacity_of(pd.DataFrame([*rows, measured]), "m", "s", level)
+    assert not_judged(level, loads) == []
+    assert "not judged" not in capacity_table(pd.DataFrame([measured]), ["m"], ["s"], level, 1, 2.0)

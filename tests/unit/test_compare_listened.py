@@ -47,3 +47,16 @@ def test_no_listening_columns_where_no_point_has_them(tmp_path):
     rows = compare.compare_folders(a, b)[0]
     assert rows[0]["dnsmos_ovrl_change"].value is None
     assert "DNSMOS" not in compare.format_changes(rows)
+
+
+def test_every_stream_clean_on_both_sides_is_no_certainty(tmp_path):
+    """20 clean streams a side show no spread to resample; the change is 0 with Newcombe's
+    interval (as continuity's), not `0.0 [0.0, 0.0]`."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder in (a, b):
+        _listen(write_point(folder, "s", "m", 1, _run(BASE_AUDIO, BASE_TTFA)), [3.0] * 20, 0)
+    (row,) = compare.compare_folders(a, b)[0]
+    change = row["clean_pct_change"]
+    assert change.value == 0.0 and change.method == "newcombe"
+    assert change.low < -10 and change.high > 10  # 20 of 20 rules out little: about +-16 pp
+    assert "clean streams B-A (pp)" not in compare.distinguishable(row)

@@ -54,6 +54,7 @@ __all__ = [
     "percentile_change_job",
     "continuity_change_job",
     "continuity_change_at_bound",
+    "share_change_pct",
 ]
 
 # --- intervals ---------------------------------------------------------------------------
@@ -849,6 +850,21 @@ def continuity_change_bootstrap(
     scored requests resampled on their own (a failed request is not continuous); no spread
     to resample (every stream continuous in both, say): Newcombe's interval (module note)."""
     job = continuity_change_job(records_a, records_b)
+    ci = shared_change_bootstrap({"c": job}, seed=seed, **kw)["c"]
+    return continuity_change_at_bound(ci, job, kw.get("confidence", CONFIDENCE))
+
+
+def share_change_pct(
+    flags_a: Sequence[float], flags_b: Sequence[float], seed: int = SEED, **kw: Any
+) -> Interval:
+    """The share of 1s in `flags_a` minus that in `flags_b` (0/1 per stream), in percentage
+    points, each side resampled on its own; no spread to resample (every stream clean on
+    both sides, say): Newcombe's interval (module note), as for continuity."""
+
+    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        return 100.0 * (x.mean(axis=axis) - y.mean(axis=axis))
+
+    job = ((list(flags_a), list(flags_b)), stat)
     ci = shared_change_bootstrap({"c": job}, seed=seed, **kw)["c"]
     return continuity_change_at_bound(ci, job, kw.get("confidence", CONFIDENCE))
 

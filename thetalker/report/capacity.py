@@ -139,6 +139,21 @@ def broke_first(level: ServiceLevel, cap: Capacity, loads: dict[float, dict[str,
     return "; ".join(f.describe() for f in failed) + f" at {cap.first_failing:g}"
 
 
+def not_judged(level: ServiceLevel, loads: dict[float, dict[str, Any]]) -> list[str]:
+    """The level's figures measured at none of `loads` (DNSMOS not installed, say): the
+    capacity was found without them, and the table must say so rather than pass them."""
+    asked = [
+        ("WER %", level.max_wer_pct, "wer_pct"),
+        ("DNSMOS OVRL", level.min_dnsmos_ovrl, "dnsmos_ovrl"),
+        ("unhealthy streams %", level.max_unhealthy_pct, "unhealthy_pct"),
+    ]
+    return [
+        name
+        for name, limit, key in asked
+        if limit is not None and loads and all(s.get(key) is None for s in loads.values())
+    ]
+
+
 def capacity_rows(
     points: pd.DataFrame,
     models: Sequence[str],
@@ -164,6 +179,7 @@ def capacity_rows(
                     "first_failing_streams": cap.first_failing,
                     "capacity_label": cap.label(),
                     "broke_first": broke_first(level, cap, loads),
+                    "not_judged": ";".join(not_judged(level, loads)),
                     "cliff_streams": ";".join(f"{x:g}" for x in cap.passing_above),
                     "player_model": level.player_model,
                     "continuity_pct_model": get(model_column),
@@ -210,6 +226,8 @@ def capacity_table(
     header += [f"continuity % ({level.player_model})", "audible p95 (s)", "audible %"]
     header += ["TTFA p90 (s)", "failed", "USD/M chars there", f"USD/M chars at c{headline}"]
     header += ["req/s held", "broke first (req/s)"] if open_loop else []
+    unjudged = any(r["not_judged"] for r in rows)
+    header += ["not judged (measured at no load)"] if unjudged else []
     body = []
     for r in rows:
         failed = (
@@ -230,6 +248,7 @@ def capacity_table(
             _money(r["usd_per_million_chars_at_headline"]),
         ]
         extra = [r["capacity_rps_label"], r["broke_first_rps"] or MISSING] if open_loop else []
+        extra += [r["not_judged"].replace(";", ", ") or "none"] if unjudged else []
         body.append(cells + extra)
     title = (
         f"Capacity: the most concurrent streams that keep the service level ({level.describe()}), "
@@ -238,8 +257,14 @@ def capacity_table(
         "load; cliff: loads above it that held again (the level is not monotone there). "
         f"Audible first audio: {onset_words(points)} (inaudible streams count as failures). "
         "TTFA p90 [95% interval, points.csv's `ttfa_s_method`] at that load; the price there "
-        f"and at the headline concurrency, at {gpu_hour_usd:g} USD per hour.\n\n"
+        f"and at the headline concurrency, at {gpu_hour_usd:g} USD per hour."
     )
+    if unjudged:
+        title += (
+            " Not judged: figures of the level that no load measured (DNSMOS not installed, "
+            "WER not transcribed); the capacity holds without them."
+        )
+    title += "\n\n"
     return title + markdown_table(header, body, label_columns=2)
 
 

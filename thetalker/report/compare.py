@@ -236,14 +236,8 @@ def _listened(folder: Path | None) -> tuple[list[dict[str, Any]] | None, list[An
 
 
 def _clean(streams: Sequence[Mapping[str, Any]]) -> list[float]:
-    """Per stream 100 when it succeeded with no audio defect, else 0 (a failure counts)."""
-    return [100.0 if s.get("ok") and not s.get("defects") else 0.0 for s in streams]
-
-
-def _difference_of_means(a: Any, b: Any, axis: int = -1) -> Any:
-    import numpy as np
-
-    return np.mean(a, axis=axis) - np.mean(b, axis=axis)
+    """Per stream 1 when it succeeded with no audio defect, else 0 (a failure counts)."""
+    return [1.0 if s.get("ok") and not s.get("defects") else 0.0 for s in streams]
 
 
 def compare_listened(folder_a: Path | None, folder_b: Path | None, seed: int) -> dict[str, Any]:
@@ -259,8 +253,10 @@ def compare_listened(folder_a: Path | None, folder_b: Path | None, seed: int) ->
     if dnsmos_a and dnsmos_b:
         out["dnsmos_ovrl_change"] = load_difference(dnsmos_b, dnsmos_a)[0]
     if health_a and health_b:
-        samples = [_clean(health_b), _clean(health_a)]
-        out["clean_pct_change"] = metrics.bootstrap(samples, _difference_of_means, seed=seed)
+        # Every stream clean on both sides is no certainty: Newcombe's interval then.
+        out["clean_pct_change"] = metrics.share_change_pct(
+            _clean(health_b), _clean(health_a), seed=seed
+        )
     return out
 
 
