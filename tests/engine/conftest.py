@@ -180,7 +180,8 @@ def engine(engine_tier: Path, tiny_model: Path, tmp_path_factory) -> Iterator[En
 
 def processes_with(needle: bytes) -> list[int]:
     """Live processes whose environment holds `needle` (e.g. the launcher's server token,
-    which every stage process inherits)."""
+    which the API server shows; a stage process renames itself with setproctitle, which
+    overwrites what /proc/PID/environ shows, so the tests find those by process group)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
