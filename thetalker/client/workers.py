@@ -10,7 +10,6 @@ import asyncio
 import multiprocessing
 import queue
 import signal
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -72,8 +71,6 @@ def split_items(items: Sequence[Item], opts: BenchOptions, k: int) -> list[Share
     return shares
 
 
-# The GIL switch interval in a worker process (see _worker_main); set in no other process.
-WORKER_SWITCH_INTERVAL_S = 0.0002
 # A worker looks for its parent at least this often while its records wait to be written.
 PARENT_CHECK_S = 0.5
 
@@ -83,10 +80,8 @@ def _worker_main(plan: WorkerPlan, results: Any, go: Any, t_go: Any) -> None:
     # The parent stops the workers with SIGTERM, so their in-flight requests are recorded
     # as cancelled.
     watch = ParentWatch()
-    # This process's own records are built in a thread beside its receive loop (ThreadSink):
-    # a thread holding the GIL keeps it up to the switch interval (5 ms by default) after
-    # the loop asks for it, and a chunk's stamp would wait that long behind a record.
-    sys.setswitchinterval(WORKER_SWITCH_INTERVAL_S)
+    # The GIL switch interval stays Python's 5 ms: an interleaved A/B against 0.2 ms
+    # (benchmarks/README.md, 2026-12-06) could not tell them apart at 64, 256 or 1,024 streams.
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(_worker_run(plan, watch, results, go, t_go))
