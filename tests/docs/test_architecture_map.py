@@ -61,9 +61,13 @@ def test_prose_is_found():
 # A path in one of the repository's own folders (thetalker/..., config/..., .ci/run; not
 # results/, which a run writes), up to a character no path here holds. `{`, `*` and `<`
 # make it a pattern (thetalker/deploy_configs/*.yaml), checked by what precedes them.
-_FOLDERS = (
-    "thetalker|tests|config|scripts|profiles|deploy|benchmarks|rules|envs|examples"
-    "|reference|prompts|report|tutorials|docs|\\.ci"
+_FOLDERS = "|".join(
+    re.escape(p.name)
+    for p in sorted(REPO.iterdir())
+    if p.is_dir()
+    and p.name not in _SKIP
+    and not p.name.endswith(".egg-info")
+    and (not p.name.startswith(".") or p.name == ".ci")
 )
 _PATH = re.compile(rf"(?<![\w./-])((?:{_FOLDERS})/[\w./{{}}*<>-]*[\w/{{}}*>])")
 # A dotted name under the package: thetalker.metrics, thetalker.client.run.run_benchmark.

@@ -145,3 +145,15 @@ def test_nari_errors_are_typed_by_what_they_mean():
         errors.failure_type(503, "Qwen3-TTS service is not ready: service_starting") == "not_ready"
     )
     assert errors.failure_type(500, "Qwen3-TTS serving request failed") == "http_status"
+
+
+def test_a_socket_error_event_is_typed_by_its_words_where_the_api_says_so():
+    nari, vllm = backends.api("nari").errors, backends.api("vllm-omni").errors
+    failed = "invalid_request: Qwen3-TTS service is not ready: service_failed"
+    assert nari.event_failure_type("session_refused", failed) == "server_failed"
+    starting = "invalid_request: Qwen3-TTS service is not ready: service_starting"
+    assert nari.event_failure_type("session_refused", starting) == "not_ready"
+    # A failure while streaming keeps its own type: the engine's cut, as a cut HTTP body.
+    cut = "generation_failed: Qwen3-TTS generation failed"
+    assert nari.event_failure_type("ws_error", cut) == "ws_error"
+    assert vllm.event_failure_type("session_refused", failed) == "session_refused"

@@ -99,11 +99,24 @@ def test_an_ovrl_limit_that_no_load_measured_is_named_not_judged(tmp_path):
         (tmp_path / f"c{c}" / "dnsmos.json").write_text(json.dumps({"available": False}))
     points = pd.DataFrame(rows)
     level = ServiceLevel(min_dnsmos_ovrl=3.0, max_unhealthy_pct=10.0)
-    _, loads = capacity_of(points, "m", "s", level)
-    assert not_judged(level, loads) == ["DNSMOS OVRL"]  # health.json was read: judged
+    cap, loads = capacity_of(points, "m", "s", level)
+    assert not_judged(level, cap, loads) == ["DNSMOS OVRL"]  # health.json was read: judged
     table = capacity_table(points, ["m"], ["s"], level, 1, 2.0)
     assert "not judged (measured at no load)" in table and "| DNSMOS OVRL |" in table
-    measured = _point(tmp_path, 4, 3.3, 0)
-    _, loads = capacity_of(pd.DataFrame([*rows, measured]), "m", "s", level)
-    assert not_judged(level, loads) == []
-    assert "not judged" not in capacity_table(pd.DataFrame([measured]), ["m"], ["s"], level, 1, 2.0)
+    measured = [_point(tmp_path, 4, 3.3, 0)]
+    cap, loads = capacity_of(pd.DataFrame([*rows, *measured]), "m", "s", level)
+    assert cap.load == 4 and not_judged(level, cap, loads) == []
+    assert "not judged" not in capacity_table(pd.DataFrame(measured), ["m"], ["s"], level, 1, 2.0)
+
+
+def test_a_capacity_decided_at_a_point_without_the_figure_names_it(tmp_path):
+    """A search point (6 streams, between the grid's 4 and 8) has no saved audio: where it
+    decides the capacity, the OVRL limit did not judge it there, and the table says so."""
+    from thetalker.report.capacity import not_judged
+
+    rows = [_point(tmp_path, c, o, 0) for c, o in [(1, 3.3), (4, 3.2), (8, 2.5)]]
+    search = _summary(model="m", system="s", point="c6", concurrency=6)  # no files beside it
+    level = ServiceLevel(min_dnsmos_ovrl=3.0)
+    cap, loads = capacity_of(pd.DataFrame([*rows, search]), "m", "s", level)
+    assert (cap.load, cap.first_failing) == (6, 8)  # held at 6 for want of OVRL
+    assert not_judged(level, cap, loads) == ["DNSMOS OVRL at 6"]

@@ -16,7 +16,8 @@ as nari.md reads it in `nari-labs/nari-qwen3-tts @e8c5b2b`.
   cut without its last chunk. A 503 `... not ready: service_failed` (or `service_stopped`)
   comes from an engine that failed or stopped after it was ready: it never recovers, so it
   is `server_failed` (and fails the point), not a start-up wait; so is a socket's `error`
-  event that says it.
+  event in those words (what the real socket sends then is not in nari.md: the stand-in's
+  guess; a refused handshake or a bare close stays `http_status` or `closed_early`).
 - Agent mode: `WS /v1/audio/speech/ws` with subprotocol `nari.speech.v1`, one utterance per
   connection: `session.created`, `request.start` -> `request.configured`, numbered
   `input_text.append` -> `input_text.ack` (`response.started` at admission, binary PCM
@@ -167,8 +168,9 @@ API = ServerApi(
         by_status={422: "rejected", 429: "overloaded", 503: "overloaded"},
         # A failed or stopped engine first: its message also says "not ready".
         by_message={503: (*FAILED_ENGINE, ("not ready", "not_ready"))},
-        # The socket refuses a start the same way (`invalid_request` with that text).
-        by_event_message=FAILED_ENGINE,
+        # What the real socket answers a start while not ready is not in nari.md; an error
+        # event in the HTTP 503's words (the stand-in's) is typed as that 503 would be.
+        by_event_message=(*FAILED_ENGINE, ("not ready", "not_ready")),
     ),
     voice_upload=False,
     task_types=("CustomVoice",),

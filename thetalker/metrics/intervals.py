@@ -834,10 +834,12 @@ def continuity_change_job(
             1.0 if r.get("ok") and r.get("continuity_ok") else 0.0 for r in scored_records(records)
         ]
 
-    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        return 100.0 * (x.mean(axis=axis) - y.mean(axis=axis))
+    return (flags(records_a), flags(records_b)), _share_difference_pct
 
-    return (flags(records_a), flags(records_b)), stat
+
+def _share_difference_pct(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The share of 1s in `x` minus that in `y`, in percentage points (per resample)."""
+    return 100.0 * (x.mean(axis=axis) - y.mean(axis=axis))
 
 
 def continuity_change_bootstrap(
@@ -860,11 +862,7 @@ def share_change_pct(
     """The share of 1s in `flags_a` minus that in `flags_b` (0/1 per stream), in percentage
     points, each side resampled on its own; no spread to resample (every stream clean on
     both sides, say): Newcombe's interval (module note), as for continuity."""
-
-    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        return 100.0 * (x.mean(axis=axis) - y.mean(axis=axis))
-
-    job = ((list(flags_a), list(flags_b)), stat)
+    job = ((list(flags_a), list(flags_b)), _share_difference_pct)
     ci = shared_change_bootstrap({"c": job}, seed=seed, **kw)["c"]
     return continuity_change_at_bound(ci, job, kw.get("confidence", CONFIDENCE))
 

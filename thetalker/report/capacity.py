@@ -139,19 +139,28 @@ def broke_first(level: ServiceLevel, cap: Capacity, loads: dict[float, dict[str,
     return "; ".join(f.describe() for f in failed) + f" at {cap.first_failing:g}"
 
 
-def not_judged(level: ServiceLevel, loads: dict[float, dict[str, Any]]) -> list[str]:
-    """The level's figures measured at none of `loads` (DNSMOS not installed, say): the
-    capacity was found without them, and the table must say so rather than pass them."""
+def not_judged(
+    level: ServiceLevel, cap: Capacity, loads: dict[float, dict[str, Any]], unit: str = ""
+) -> list[str]:
+    """The level's figures that did not judge this capacity: measured at no load (DNSMOS
+    not installed, say: `DNSMOS OVRL`), or not at a load that decided it, the load held or
+    the first failing one (a search point has no saved audio: `DNSMOS OVRL at 6`). Such a
+    figure passes where it is missing, so the table must say so."""
     asked = [
         ("WER %", level.max_wer_pct, "wer_pct"),
         ("DNSMOS OVRL", level.min_dnsmos_ovrl, "dnsmos_ovrl"),
         ("unhealthy streams %", level.max_unhealthy_pct, "unhealthy_pct"),
     ]
-    return [
-        name
-        for name, limit, key in asked
-        if limit is not None and loads and all(s.get(key) is None for s in loads.values())
-    ]
+    deciding = [x for x in (cap.load, cap.first_failing) if x is not None and x in loads]
+    out = []
+    for name, limit, key in asked:
+        if limit is None or not loads:
+            continue
+        if all(s.get(key) is None for s in loads.values()):
+            out.append(f"{name} ({unit.strip()})" if unit else name)
+        else:
+            out += [f"{name} at {x:g}{unit}" for x in deciding if loads[x].get(key) is None]
+    return out
 
 
 def capacity_rows(
@@ -179,7 +188,6 @@ def capacity_rows(
                     "first_failing_streams": cap.first_failing,
                     "capacity_label": cap.label(),
                     "broke_first": broke_first(level, cap, loads),
-                    "not_judged": ";".join(not_judged(level, loads)),
                     "cliff_streams": ";".join(f"{x:g}" for x in cap.passing_above),
                     "player_model": level.player_model,
                     "continuity_pct_model": get(model_column),
@@ -203,6 +211,10 @@ def capacity_rows(
                     "verdict_rps": rate_cap.verdict,
                     "capacity_rps_label": rate_cap.label(" req/s"),
                     "broke_first_rps": broke_first(level, rate_cap, rate_loads),
+                    "not_judged": ";".join(
+                        not_judged(level, cap, loads)
+                        + not_judged(level, rate_cap, rate_loads, " req/s")
+                    ),
                 }
             )
     return rows
@@ -261,8 +273,9 @@ def capacity_table(
     )
     if unjudged:
         title += (
-            " Not judged: figures of the level that no load measured (DNSMOS not installed, "
-            "WER not transcribed); the capacity holds without them."
+            " Not judged: figures of the level that no load measured (no scored audio, DNSMOS "
+            "not installed, WER not transcribed), or that a load deciding the capacity did not "
+            "(a search point); the capacity was found without them there."
         )
     title += "\n\n"
     return title + markdown_table(header, body, label_columns=2)
