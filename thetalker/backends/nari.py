@@ -143,9 +143,13 @@ def command(spec: ServerSpec, port: int) -> list[str]:
     return cmd + optional_flags(("--profile", spec.profile))
 
 
-# An engine that failed or stopped after it was ready never recovers; its message also
-# says "not ready", so these come before that needle.
-FAILED_ENGINE = (("service_failed", "server_failed"), ("service_stopped", "server_failed"))
+# An engine that failed or stopped after it was ready never recovers: its "not ready" is
+# a failure of the run, so those reasons come before the plain needle.
+NOT_READY = (
+    ("service_failed", "server_failed"),
+    ("service_stopped", "server_failed"),
+    ("not ready", "not_ready"),
+)
 
 API = ServerApi(
     name="nari",
@@ -166,11 +170,10 @@ API = ServerApi(
     sample_rate="wav_probe",
     errors=Errors(
         by_status={422: "rejected", 429: "overloaded", 503: "overloaded"},
-        # A failed or stopped engine first: its message also says "not ready".
-        by_message={503: (*FAILED_ENGINE, ("not ready", "not_ready"))},
+        by_message={503: NOT_READY},
         # What the real socket answers a start while not ready is not in nari.md; an error
         # event in the HTTP 503's words (the stand-in's) is typed as that 503 would be.
-        by_event_message=(*FAILED_ENGINE, ("not ready", "not_ready")),
+        by_event_message=NOT_READY,
     ),
     voice_upload=False,
     task_types=("CustomVoice",),

@@ -851,9 +851,8 @@ def continuity_change_bootstrap(
     """continuity_pct(A) - continuity_pct(B) in percentage points, two independent runs'
     scored requests resampled on their own (a failed request is not continuous); no spread
     to resample (every stream continuous in both, say): Newcombe's interval (module note)."""
-    job = continuity_change_job(records_a, records_b)
-    ci = shared_change_bootstrap({"c": job}, seed=seed, **kw)["c"]
-    return continuity_change_at_bound(ci, job, kw.get("confidence", CONFIDENCE))
+    flags, _ = continuity_change_job(records_a, records_b)
+    return share_change_pct(*flags, seed=seed, **kw)
 
 
 def share_change_pct(

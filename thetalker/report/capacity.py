@@ -145,21 +145,22 @@ def not_judged(
     """The level's figures that did not judge this capacity: measured at no load (DNSMOS
     not installed, say: `DNSMOS OVRL`), or not at a load that decided it, the load held or
     the first failing one (a search point has no saved audio: `DNSMOS OVRL at 6`). Such a
-    figure passes where it is missing, so the table must say so."""
-    asked = [
-        ("WER %", level.max_wer_pct, "wer_pct"),
-        ("DNSMOS OVRL", level.min_dnsmos_ovrl, "dnsmos_ovrl"),
-        ("unhealthy streams %", level.max_unhealthy_pct, "unhealthy_pct"),
-    ]
+    figure passes where it is missing (`ServiceLevel.figures`), so the table must say so."""
+    if not loads:
+        return []
+    # Per load, the figures that held only for want of a value.
+    missing = {
+        load: {f.name for f in level.figures(s) if f.value is None and f.holds}
+        for load, s in loads.items()
+    }
+    never = set.intersection(*missing.values())
     deciding = [x for x in (cap.load, cap.first_failing) if x is not None and x in loads]
     out = []
-    for name, limit, key in asked:
-        if limit is None or not loads:
-            continue
-        if all(s.get(key) is None for s in loads.values()):
+    for name in (f.name for f in level.figures(None)):
+        if name in never:
             out.append(f"{name} ({unit.strip()})" if unit else name)
         else:
-            out += [f"{name} at {x:g}{unit}" for x in deciding if loads[x].get(key) is None]
+            out += [f"{name} at {x:g}{unit}" for x in deciding if name in missing[x]]
     return out
 
 
