@@ -149,3 +149,101 @@ def test_the_engine_config_passes_the_schema_and_the_checks(monkeypatch):
     job = wfc.bench_job(config, "vllm-omni-cpu", "tiny-qwen3-tts")
     assert job.serving_env == "~/.cache/thetalker/vllm-omni-engine-0.30.0"
     assert job.deploy_file == "tests/engine/deploy/tiny-qwen3-tts.yaml"
+
+
+# Issue 45, broken 2: a serving environment at a path the kernel's `#!` cannot take.
+
+
+def pip_trampoline(program: Path, python: Path, body: str) -> None:
+    """`program` as pip (distlib's ScriptMaker) writes a console script when the interpreter's
+    path holds a space or is over 127 bytes: `sh` re-execs the script with that python."""
+    quoted = f'"{python}"' if " " in str(python) else str(python)
+    program.write_text(
+        "#!/bin/sh\n"
+        + f"'''exec' {quoted} \"$0\" \"$@\"\n"
+        + "' '''\n"
+        + "# -*- coding: utf-8 -*-\n"
+        + body
+    )
+    program.chmod(0o755)
+
+
+def test_a_stock_point_from_a_venv_at_a_path_with_a_space_is_judged(tmp_path, capfd):
+    """The same venv without the space was flagged; with it, the probe ran `sh` and failed,
+    and the point was written clean (`stock_contaminated: false`) without a word."""
+    from tests.component.test_provenance import _fake_thestage
+    from thetalker.lifecycle.serving_env import contamination, server_python
+
+    root = make_env(tmp_path / "serving env" / "venv-9.9.9")
+    python = root / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    _fake_thestage(Path(site), "1.2.3")
+    body = (
+        "import os, sys\n"
+        f"os.execv({sys.executable!r}, [{sys.executable!r}, "
+        f"{str(STANDINS / 'vllm-omni')!r}, *sys.argv[1:]])\n"
+    )
+    pip_trampoline(root / "bin" / "vllm-omni", python, body)
+    assert server_python([str(root / "bin" / "vllm-omni")], {}) == str(python)
+    spec = ServerSpec(
+        launcher="vllm-omni",
+        model_id="Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
+        serving_env=str(root),
+        env={"THESTAGE_VLLM_OMNI": "0"},
+        log_path=tmp_path / "server.log",
+        check_gpu=False,
+        health_timeout_s=60,
+    )
+    with launch_server(spec) as server:
+        facts = server.serving_env
+    assert facts["python"] == str(python)
+    assert facts["packages"]["thestage-vllm-omni"] == "1.2.3"
+    assert contamination(facts, None, spec.env)["stock_contaminated"] is True
+    assert "thestage-vllm-omni 1.2.3 is installed" in capfd.readouterr().err
+
+
+def test_a_long_path_trampoline_names_its_unquoted_interpreter(tmp_path):
+    from thetalker.lifecycle.serving_env import server_python
+
+    python = tmp_path / ("x" * 130) / "bin" / "python"
+    program = tmp_path / "vllm-omni"
+    pip_trampoline(program, python, "print('hi')\n")
+    assert "'''exec' /" in program.read_text()  # no quotes: no space in the path
+    assert server_python([str(program)], {}) == str(python)
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        None,  # not probed
+        {"python": "/nowhere/python", "error": "FileNotFoundError: /nowhere/python"},
+        {"error": "the server's interpreter is unknown"},
+        {"python": "/p"},  # no packages printed
+    ],
+)
+def test_a_failed_probe_makes_a_stock_verdict_unknown_never_false(facts, tmp_path, capfd):
+    from thetalker.lifecycle.serving_env import contamination
+    from thetalker.pipeline.provenance import collect_provenance
+
+    stock = {"THESTAGE_VLLM_OMNI": "0"}
+    verdict = contamination(facts, None, stock)
+    assert verdict["stock_contaminated"] is None and verdict["unknown_reason"]
+    assert contamination(facts, None, {})["stock_contaminated"] is False  # not stock: no claim
+    log = tmp_path / "server.log"
+    log.write_text("INFO loaded plugin thestage_speedup\n")
+    assert contamination(facts, log, stock)["stock_contaminated"] is True  # its log says so
+
+    class Server:
+        serving_env = facts
+        log_path = None
+
+    data = collect_provenance(server=Server(), env=stock, system="s", model="m", concurrency=1)
+    assert data["stock_contaminated"] is None
+    assert "s/m c1: a stock vllm-omni point whose serving environment cannot be judged" in (
+        capfd.readouterr().err
+    )

@@ -60,6 +60,7 @@ from thetalker.lifecycle.gpu import (
     stop_leftover_mps,
     stop_mps,
 )
+from thetalker.lifecycle.port_owner import foreign_listener
 from thetalker.lifecycle.processes import (
     TermGuard,
     group_alive,
@@ -67,7 +68,12 @@ from thetalker.lifecycle.processes import (
     signals_held,
     stop_process_group,
 )
-from thetalker.lifecycle.serving_env import contamination, probe_serving_env, server_python
+from thetalker.lifecycle.serving_env import (
+    contamination,
+    launch_warning,
+    probe_serving_env,
+    server_python,
+)
 from thetalker.util.http_get import GetError, http_get
 from thetalker.util.redact import redact_command, redact_env, redact_url
 
@@ -216,17 +222,24 @@ def _health_ok(base_url: str, path: str = "/health") -> bool:
 
 def _wait_healthy(
     proc: subprocess.Popen,
-    base_url: str,
+    where: tuple[str, int],
     timeout_s: float,
     log_path: Path,
     cmd: list[str],
     ready_path: str = "/health",
     token: str | None = None,
 ) -> None:
+    """Until the server answers ``ready_path`` with 200 on ``where`` (host, port) from its own
+    listener: another process that took the port meanwhile fails the start, named
+    (thetalker.lifecycle.port_owner)."""
+    host, port = where
+    base_url = f"http://{host}:{port}"
     deadline = time.monotonic() + timeout_s
     while True:
         code = proc.poll()
         if code is not None:
+            other = foreign_listener(host, port, proc.pid, token)
+            taken = f"; port {port} is held by {other}" if other else ""
             left = _leftover.token_carriers(token) if token else []
             daemon = (
                 f"; it left {_leftover.describe_pid(left[0])} running, which carries the run's "
@@ -237,11 +250,19 @@ def _wait_healthy(
             )
             raise ServerStartError(
                 f"server exited with code {code} during startup: {' '.join(cmd)} "
-                f"(log: {log_path}){daemon}",
+                f"(log: {log_path}){taken}{daemon}",
                 log_tail(log_path),
             )
         if _health_ok(base_url, ready_path):
-            return
+            other = foreign_listener(host, port, proc.pid, token)
+            if other is None:
+                return
+            raise ServerStartError(
+                f"port {port} on {host} answered {ready_path} from {other}, not from the "
+                f"server (process group {proc.pid}): another process took the port while "
+                f"the server started; nothing was measured: {' '.join(cmd)} (log: {log_path})",
+                log_tail(log_path),
+            )
         if time.monotonic() >= deadline:
             raise ServerStartError(
                 f"server not healthy after {timeout_s:g} s: {' '.join(cmd)} (log: {log_path})",
@@ -396,17 +417,9 @@ def _probe(spec: ServerSpec, cmd: list[str], env: dict[str, str]) -> dict | None
         return None
     python = sys.executable if how == "self" else server_python(cmd, env)
     facts = probe_serving_env(python, env, launch.packages)
-    verdict = contamination(facts, None, spec.env)
-    if verdict["stock_contaminated"]:
-        names = ", ".join(str(p.get("name")) for p in verdict["thestage_plugins"]) or "?"
-        print(
-            "thetalker.lifecycle.launch: warning: a stock vllm-omni server, but "
-            f"thestage-vllm-omni {verdict['thestage_version']} is installed and its plugin(s) "
-            f"{names} will load "
-            "(THESTAGE_VLLM_OMNI is read by neither vllm nor vllm-omni; VLLM_PLUGINS filters)",
-            file=sys.stderr,
-            flush=True,
-        )
+    warning = launch_warning(contamination(facts, None, spec.env))
+    if warning:
+        print(f"thetalker.lifecycle.launch: warning: {warning}", file=sys.stderr, flush=True)
     return facts
 
 
@@ -483,7 +496,8 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
         )
         base_url = f"http://{spec.host}:{port}"
         ready_path = spec.ready_path or launcher.ready_path or "/health"
-        _wait_healthy(proc, base_url, spec.health_timeout_s, log_path, shown, ready_path, token)
+        where = (spec.host, port)
+        _wait_healthy(proc, where, spec.health_timeout_s, log_path, shown, ready_path, token)
         server = RunningServer(
             base_url=base_url,
             command=shown,

@@ -12,13 +12,17 @@ thestage-vllm-omni, every plugin of those groups with the distribution that ship
 A stock point (a system whose env sets ``THESTAGE_VLLM_OMNI=0``, the config's way of
 asking for stock: a system's name says nothing) is ``stock_contaminated``
 when thestage-vllm-omni is installed there and its plugin is allowed to load, or the server's
-log mentions it. ``contamination`` returns that verdict with its evidence.
+log mentions it. ``contamination`` returns that verdict with its evidence. A probe that did
+not run or failed (an interpreter that cannot be found or started) makes the verdict of a
+stock point unknown (``None``, with ``unknown_reason``), never ``false``: nothing was seen
+because nothing was looked at.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -34,6 +38,8 @@ __all__ = [
     "server_python",
     "is_stock",
     "contamination",
+    "probe_failure",
+    "launch_warning",
 ]
 
 PLUGIN_GROUPS = ("vllm.general_plugins", "vllm_omni.general_plugins", "vllm_omni.platform_plugins")
@@ -69,9 +75,21 @@ print(json.dumps({
 """
 
 
+def _trampoline_python(line: str) -> str | None:
+    """The interpreter of pip's (distlib's) `sh` trampoline, written in place of a `#!` line
+    the kernel cannot take (a path with a space, or over 127 bytes): its second line is
+    `'''exec' "/path with space/bin/python" "$0" "$@"` (the path quoted only when needed)."""
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return None
+    return words[1] if len(words) >= 2 and words[0] == "exec" else None
+
+
 def server_python(command: Sequence[str], env: Mapping[str, str]) -> str | None:
     """The interpreter that runs ``command``: the program itself when it is Python, else the
-    one its ``#!`` line names (a console script such as ``vllm-omni``); None when unknown."""
+    one its ``#!`` line names (a console script such as ``vllm-omni``), or the one pip's
+    ``#!/bin/sh`` trampoline execs; None when unknown."""
     if not command:
         return None
     program = shutil.which(str(command[0]), path=env.get("PATH")) or str(command[0])
@@ -80,6 +98,7 @@ def server_python(command: Sequence[str], env: Mapping[str, str]) -> str | None:
     try:
         with open(program, "rb") as fh:
             first = fh.readline(512).decode("utf-8", "replace").strip()
+            second = fh.readline(4096).decode("utf-8", "replace").strip()
     except OSError:
         return None
     if not first.startswith("#!"):
@@ -87,6 +106,8 @@ def server_python(command: Sequence[str], env: Mapping[str, str]) -> str | None:
     words = first[2:].split()
     if not words:
         return None
+    if Path(words[0]).name == "sh" and second.startswith("'''exec'"):
+        return _trampoline_python(second)
     if Path(words[0]).name == "env":  # #!/usr/bin/env [-S] python3
         names = [w for w in words[1:] if not w.startswith("-")]
         return shutil.which(names[0], path=env.get("PATH")) if names else None
@@ -174,11 +195,48 @@ def contamination(
     words = ["thestage", *{str(p.get("name")) for p in own}]
     lines = _log_mentions(log_path, words)
     stock = is_stock(env)
-    installed = version is not None or bool(own)
+    unknown = probe_failure(serving_env)
+    # Not probed, the server's own log is the only evidence of what is installed.
+    installed = version is not None or bool(own) or bool(unknown and lines)
+    verdict: bool | None = bool(stock and installed and (active or lines))
+    if stock and not verdict and unknown:
+        verdict = None  # nothing seen, but nothing was looked at: unknown, never "clean"
     return {
         "stock": stock,
-        "stock_contaminated": bool(stock and installed and (active or lines)),
+        "stock_contaminated": verdict,
+        "unknown_reason": unknown if verdict is None else None,
         "thestage_version": version,
         "thestage_plugins": active,
         "log_lines": lines,
     }
+
+
+def probe_failure(serving_env: Mapping[str, Any] | None) -> str | None:
+    """Why the probe's facts cannot judge a stock point (it did not run, failed, or printed
+    no packages); None when they can."""
+    if not serving_env:
+        return "the server's environment was not probed"
+    if serving_env.get("error"):
+        return f"the serving-environment probe failed: {serving_env['error']}"
+    if not isinstance(serving_env.get("packages"), Mapping):
+        return "the serving-environment probe reported no packages"
+    return None
+
+
+def launch_warning(verdict: Mapping[str, Any]) -> str | None:
+    """What the launcher says of a stock server before it starts (``contamination``'s
+    verdict): its thestage plugins will load, or its environment cannot be judged."""
+    if verdict["stock_contaminated"] is None:
+        return (
+            "a stock vllm-omni server whose environment cannot be judged "
+            f"({verdict['unknown_reason']}): stock_contaminated unknown"
+        )
+    if not verdict["stock_contaminated"]:
+        return None
+    names = ", ".join(str(p.get("name")) for p in verdict["thestage_plugins"]) or "?"
+    return (
+        "a stock vllm-omni server, but "
+        f"thestage-vllm-omni {verdict['thestage_version']} is installed and its plugin(s) "
+        f"{names} will load "
+        "(THESTAGE_VLLM_OMNI is read by neither vllm nor vllm-omni; VLLM_PLUGINS filters)"
+    )

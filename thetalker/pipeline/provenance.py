@@ -327,11 +327,19 @@ def collect_provenance(
     system = system if system is not None else job.get("system")
     serving_env = getattr(server, "serving_env", None)
     stock = contamination(serving_env, getattr(server, "log_path", None), env)
+    point = f"{system}/{model if model is not None else job.get('model')} c{concurrency}"
+    if stock["stock_contaminated"] is None:
+        print(
+            f"warning: {point}: a stock vllm-omni point whose serving environment cannot be "
+            f"judged ({stock['unknown_reason']}); provenance marks stock_contaminated unknown "
+            "(null)",
+            file=sys.stderr,
+            flush=True,
+        )
     if stock["stock_contaminated"]:
         names = ", ".join(str(p.get("name")) for p in stock["thestage_plugins"]) or "none listed"
         print(
-            f"warning: {system}/{model if model is not None else job.get('model')} c{concurrency}"
-            f": a stock vllm-omni point served with thestage-vllm-omni "
+            f"warning: {point}: a stock vllm-omni point served with thestage-vllm-omni "
             f"{stock['thestage_version']} active (plugins: {names}; log lines: "
             f"{len(stock['log_lines'])}); provenance marks it stock_contaminated",
             file=sys.stderr,

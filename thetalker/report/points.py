@@ -178,16 +178,21 @@ def _warn_mixed_onset(path: str | Path, records: Sequence[Mapping[str, Any]]) ->
 
 
 def _stock_contaminated(paths: Sequence[str | Path]) -> bool | None:
-    """provenance.json's `stock_contaminated` beside any round's records (None: no file)."""
-    flags = []
+    """provenance.json's `stock_contaminated` beside any round's records: True when any
+    round's is; None when there is no file, or a round's is unknown (null: its probe
+    failed, thetalker.lifecycle.serving_env); else False."""
+    flags: list[bool | None] = []
     for path in paths:
         try:
-            flags.append(
-                bool(read_json(Path(path).with_name("provenance.json")).get("stock_contaminated"))
-            )
+            data = read_json(Path(path).with_name("provenance.json"))
+            value = data.get("stock_contaminated")
         except (OSError, RecordError, AttributeError):
             continue
-    return any(flags) if flags else None
+        unknown = value is None and "stock_contaminated" in data
+        flags.append(None if unknown else bool(value))
+    if any(flags):
+        return True
+    return False if flags and None not in flags else None
 
 
 def search_records(manifests: Iterable[str | Path]) -> list[str]:
