@@ -247,3 +247,39 @@ def test_a_failed_probe_makes_a_stock_verdict_unknown_never_false(facts, tmp_pat
     assert "s/m c1: a stock vllm-omni point whose serving environment cannot be judged" in (
         capfd.readouterr().err
     )
+
+
+# Issue 45, weak: serving_env checked while the workflow is parsed.
+
+
+def test_the_parse_time_check_warns_of_a_version_the_server_kind_does_not_speak(
+    serving_env, tmp_path
+):
+    from thetalker.pipeline.serving_env_check import check_serving_envs, installed_version
+
+    assert installed_version(serving_env, "vllm-omni") == FAKE_VERSION
+    said: list[str] = []
+    config = {"systems": {"new": {"launcher": "vllm-omni", "serving_env": str(serving_env)}}}
+    check_serving_envs(config, said.append)
+    (line,) = said
+    assert line.startswith("config field systems.new.serving_env: ")
+    assert f"holds vllm-omni {FAKE_VERSION}; the vllm-omni server kind speaks vllm-omni 0.30.0" in (
+        line
+    )
+    # The version it speaks: nothing said.
+    right = make_env(tmp_path / "venv-0.30.0")
+    info = next(right.glob("lib/python*/site-packages/vllm_omni-*.dist-info"))
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-omni\nVersion: 0.30.0\n")
+    said.clear()
+    check_serving_envs(
+        {"systems": {"s": {"launcher": "vllm-omni", "serving_env": str(right)}}}, said.append
+    )
+    assert said == []
+    # A folder that is no vllm-omni environment: refused in one line naming the key.
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(
+        ConfigError, match=r"^config field systems\.s\.serving_env: .*has no bin/vllm-omni"
+    ):
+        check_serving_envs(
+            {"systems": {"s": {"launcher": "vllm-omni", "serving_env": str(tmp_path / "empty")}}}
+        )

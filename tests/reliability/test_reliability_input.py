@@ -67,6 +67,12 @@ def _rename_system(name: str) -> Callable[[dict], dict]:
     return edit
 
 
+def _missing_serving_env(config: dict) -> dict:
+    """A second system served from a venv that is not there (issue 45: a dry run took it)."""
+    config["systems"]["vllm"] = {"launcher": "vllm-omni", "serving_env": "no-such-venv"}
+    return config
+
+
 def alias_bomb(levels: int = 9) -> str:
     """About 400 bytes of YAML that expand to 9**levels strings."""
     lines = ['l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
@@ -138,6 +144,7 @@ CASES = [
     ("duplicate-request-keys", _set("requests", {1: 2, "01": 5}), "requests", "concurrency 1"),
     ("nan-timeout", _set("request_timeout_s", float("nan")), "request_timeout_s", "nan"),
     ("underscore-name", _rename_system("lo_cal"), "lo_cal", "does not match"),
+    ("missing-serving-env", _missing_serving_env, "systems.vllm.serving_env", "no-such-venv"),
     # The audible onset's settings (thetalker.metrics.OnsetSettings): one line each.
     (
         "onset-threshold-0",
@@ -199,7 +206,7 @@ def _one_line_naming(output: str, *words: str) -> str | None:
 # also through Snakemake itself (one of each kind: prompts, schema, deploy file, names, clip,
 # a job value said of the config: the onset).
 END_TO_END = {"broken-json-line", "wrong-type", "deploy-bad-yaml", "underscore-name"}
-END_TO_END |= {"missing-clip", "onset-hop-past-frame"}
+END_TO_END |= {"missing-clip", "onset-hop-past-frame", "missing-serving-env"}
 
 
 def test_the_in_process_checks_are_the_ones_common_smk_runs(bad_workflow: Path) -> None:

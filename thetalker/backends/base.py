@@ -219,3 +219,7 @@ class Launcher:
     deploy_check: str | None = None
     # The system keys only it takes (`base_url`, `command`), each True when required.
     system_keys: Mapping[str, bool] = field(default_factory=dict)
+    # The distribution and version its server is spoken to as (vllm-omni 0.30.0): a system's
+    # serving environment holding another is warned about at parse time
+    # (thetalker.pipeline.serving_env_check). None: not checked.
+    speaks: tuple[str, str] | None = None

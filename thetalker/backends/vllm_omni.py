@@ -136,4 +136,5 @@ LAUNCHER = Launcher(
     ready_path="/health",
     metrics_path="/metrics",
     system_keys={"serving_env": False},  # a venv or prefix whose bin/vllm-omni serves
+    speaks=("vllm-omni", "0.30.0"),
 )

@@ -488,17 +488,20 @@ def _check_deploy_file(path: str, launcher: backends.Launcher, field: str) -> No
 
 def check_inputs(config: Mapping[str, Any]) -> None:
     """The files a run reads, checked before any job starts (a bad one would otherwise fail
-    a bench job after its server started): the prompts parse, every deploy file exists, the
-    local launcher serves its one model, and the reference clip (1 to 30 s) and transcript
-    of cloning models are there. Paths are relative to the working directory. Raises
+    a bench job after its server started): the prompts parse, every deploy file exists, a
+    system's serving_env is there (thetalker.pipeline.serving_env_check), the local
+    launcher serves its one model, and the reference clip (1 to 30 s) and transcript of
+    cloning models are there. Paths are relative to the working directory. Raises
     ConfigError: one line naming the field and the file (and its line)."""
     from thetalker.data.prompts import PromptError, load_prompts
     from thetalker.data.wavio import WavError, check_reference_clip
+    from thetalker.pipeline.serving_env_check import check_serving_envs
 
     try:
         load_prompts(config["prompts"])
     except PromptError as exc:
         raise ConfigError(f"config field prompts: {exc}") from None
+    check_serving_envs(config)  # a system's venv: there, and of the version its kind speaks
     for model, spec in config["models"].items():
         for system, sys_spec in config["systems"].items():
             if model not in system_models(config, system):
