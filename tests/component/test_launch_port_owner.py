@@ -130,3 +130,27 @@ def test_the_servers_own_listener_is_found_and_is_not_foreign(tmp_path):
         proc.kill()
         proc.wait()
     assert not group_alive(proc.pid)
+
+
+def test_a_container_runtimes_port_forwarder_stands_for_the_server(tmp_path):
+    """`docker run -p {port}:8000` as a `command` server: the port is held by docker-proxy,
+    outside the server's group by design. A listener named as a container forwarder (here the
+    same listener renamed with prctl(PR_SET_NAME), as comm shows docker's) is not foreign."""
+    script = tmp_path / "forwarder.py"
+    script.write_text(
+        "import ctypes\nctypes.CDLL(None).prctl(15, b'docker-proxy', 0, 0, 0)\n" + IMPOSTOR
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(script), str(port)], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not listeners("127.0.0.1", port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert listeners("127.0.0.1", port)
+        assert Path(f"/proc/{proc.pid}/comm").read_text().strip() == "docker-proxy"
+        assert foreign_listener("127.0.0.1", port, os.getpgid(0), None) is None
+    finally:
+        proc.kill()
+        proc.wait()

@@ -50,6 +50,7 @@ __all__ = [
     "describe_pid",
     "port_holder",
     "group_members",
+    "process_group",
     "stop_group",
     "leftover_warnings",
 ]
@@ -73,6 +74,12 @@ def start_ticks(pid: int) -> int | None:
     if fields is None or len(fields) < 20 or fields[0] in ("Z", "X"):
         return None
     return int(fields[19])
+
+
+def process_group(pid: int) -> int | None:
+    """The process group of ``pid``; None when it is gone or not readable."""
+    fields = _stat_fields(pid)
+    return int(fields[2]) if fields and len(fields) > 2 else None
 
 
 def boot_id() -> str | None:

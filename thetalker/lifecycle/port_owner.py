@@ -20,11 +20,15 @@ from pathlib import Path
 
 from thetalker.lifecycle import leftover as _leftover
 
-__all__ = ["Listener", "listeners", "foreign_listener"]
+__all__ = ["CONTAINER_FORWARDERS", "Listener", "listeners", "foreign_listener"]
 
 _PROC = Path("/proc")
 _LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's `st` column
 _WILDCARDS = {"0.0.0.0", "::"}
+# A `command` server run in a container (`docker run -p {port}:8000 ...`) is reached through
+# the container runtime's port forwarder, a process outside the server's group by design: its
+# listener stands for the server. Matched on /proc/PID/comm, the executable's own name.
+CONTAINER_FORWARDERS = frozenset({"docker-proxy", "rootlesskit", "slirp4netns", "pasta", "gvproxy"})
 
 
 @dataclass
@@ -100,16 +104,26 @@ def listeners(host: str, port: int) -> list[Listener] | None:
     return list(table.values())
 
 
+def _command_name(pid: int) -> str:
+    try:
+        return (_PROC / str(pid) / "comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def _ours(pid: int, pgid: int, token: str | None) -> bool:
-    fields = _leftover._stat_fields(pid)
-    in_group = bool(fields and len(fields) > 2 and int(fields[2]) == pgid)
-    return in_group or (token is not None and _leftover.carries_token(pid, token))
+    in_group = _leftover.process_group(pid) == pgid
+    return (
+        in_group
+        or (token is not None and _leftover.carries_token(pid, token))
+        or _command_name(pid) in CONTAINER_FORWARDERS
+    )
 
 
 def foreign_listener(host: str, port: int, pgid: int, token: str | None) -> str | None:
-    """Who listens on ``host:port`` other than the server (process group ``pgid``, or a
-    process carrying its ``token``), described in words; None when every listener there is
-    the server's, none listens yet, or ``/proc`` cannot tell."""
+    """Who listens on ``host:port`` other than the server (process group ``pgid``, a process
+    carrying its ``token``, or a container runtime's port forwarder), described in words; None
+    when every listener there is the server's, none listens yet, or ``/proc`` cannot tell."""
     for sock in listeners(host, port) or []:
         others = [p for p in sock.pids if not _ours(p, pgid, token)]
         if others:
