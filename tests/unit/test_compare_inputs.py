@@ -39,6 +39,16 @@ def test_a_summary_that_is_not_an_object_is_one_line(tmp_path, capsys, shape):
 
 
 @pytest.mark.parametrize(
+    ("raw", "why"), [(b"\xff\xfe{}", "not UTF-8"), (b"[" * 100_000 + b"]" * 100_000, "nested")]
+)
+def test_a_summary_that_cannot_be_decoded_is_one_line(tmp_path, capsys, raw, why):
+    a, b, pa, _ = _pair(tmp_path)
+    summary = pa.with_name("summary.json")
+    summary.write_bytes(raw)
+    assert why in _one_line_error(capsys, a, b, str(summary))
+
+
+@pytest.mark.parametrize(
     ("name", "content", "why"),
     [
         ("search.json", [], "not a JSON object (list)"),

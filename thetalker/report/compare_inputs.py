@@ -44,6 +44,10 @@ def _object(path: Path) -> dict[str, Any]:
         data = read_json(path)
     except RecordError as exc:
         raise CompareError(str(exc)) from None
+    except UnicodeDecodeError:
+        raise CompareError(f"{path}: not UTF-8 text") from None
+    except RecursionError:  # the standard library's decoder recurses per level
+        raise CompareError(f"{path}: not valid JSON (nested too deep)") from None
     if not isinstance(data, dict):
         raise CompareError(f"{path}: not a JSON object ({type(data).__name__})")
     return data
