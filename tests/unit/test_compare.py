@@ -12,7 +12,7 @@ import pytest
 from tests.support.records import make_record, with_audio
 from thetalker import metrics
 from thetalker.cli import compare as compare_cli
-from thetalker.data.records import append_record, write_json
+from thetalker.data.records import SCHEMA_VERSION, append_record, write_json
 from thetalker.report import compare
 
 
@@ -35,7 +35,8 @@ def write_point(
         for record in records:
             append_record(fh, record)
     rate = records[0]["sample_rate"] if records else 24000  # as the client writes it
-    facts = {"concurrency": c, "request_rate": None, "sample_rate": rate}
+    facts = {"schema_version": SCHEMA_VERSION, "concurrency": c, "request_rate": None}
+    facts["sample_rate"] = rate
     facts["options"] = {"model": model, "protocol": "http"}
     write_json(folder / "summary.json", {**facts, **summary})
     write_json(run / "search.json", {"version": 1, "system": system, "model": model, "points": []})

@@ -19,11 +19,18 @@ judged"). Two runs of the same code differ by more than a bootstrap over one run
 allows (the server's state, the machine's load), so a single round per side would call that
 noise a change. And the facts that must agree are read from the records where the records
 hold them (sample rate, protocol, prompt set): a `summary.json` that contradicts its own
-records is refused, naming both.
+records is refused, naming both. What is read is checked (thetalker.report.compare_inputs):
+a file of the wrong shape, an unknown record schema, an empty records file or a manifest
+path leaving its run is refused in one line naming the file; records of schema /1 against
+/2 are compared with a warning (TTFA and the player's figures changed definition).
 
 The two runs are independent (different sessions, maybe different servers), so nothing is
-paired: RTFx compares the rounds' RTFx by Welch's t when both ran N > 1 rounds, else a
-bootstrap over each run's requests with each run's window kept; the TTFA percentiles and
+paired: a side's RTFx is the mean of its rounds' RTFx, each over its own window, and a round
+whose requests all failed counts at 0 (a measurement, not a gap: the verdict names it);
+B / A is the ratio of those means, with Fieller's interval and Welch's degrees of freedom
+when both ran N > 1 rounds ([0, inf] where A's mean cannot be told from 0), else a bootstrap
+over each run's requests with each round's window kept (thetalker.metrics.rounds). No
+interval is zero-wide: rounds all alike get the bootstrap. The TTFA percentiles and
 continuity are bootstraps over each run's requests (pooled over rounds), resampled on
 their own. All from `thetalker.metrics`. Where both points saved what the listener hears
 (dnsmos.json, health.json beside the records: docs/quality.md), two more: DNSMOS OVRL B - A
@@ -35,14 +42,25 @@ percentage points (each side resampled on its own); their columns appear only th
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from thetalker import metrics
-from thetalker.data.records import RecordError, read_json, read_rounds
+from thetalker.data.records import RecordError, read_rounds
 from thetalker.metrics import Interval
+from thetalker.report.compare_inputs import (
+    CompareError,
+    PointKey,
+    differs,
+    find_points,
+    find_runs,
+    listened,
+    point_facts,
+    point_schema,
+    run_rounds,
+)
 
 __all__ = [
     "CompareError",
@@ -58,10 +76,6 @@ __all__ = [
     "csv_rows",
 ]
 
-PointKey = tuple[str, str, str, str]
-_MANIFEST = "search.json"
-_POINT_DIR = re.compile(r"^(?:c\d+|r\d+(?:\.\d+)?)$")
-_ROUND_DIR = re.compile(r"^round(\d+)$")
 # (name in the output, key of compare_point, the value meaning "no change", digits)
 FIGURES = (
     ("RTFx B/A", "rtfx_ratio", 1.0, 3),
@@ -69,6 +83,13 @@ FIGURES = (
     ("TTFA p90 B-A (s)", "ttfa_s_p90_change", 0.0, 3),
     # Continuity under one named player model on both sides (thetalker.metrics.players).
     ("continuity max_deficit_0.1s B-A (pp)", "continuity_pct_change", 0.0, 1),
+)
+# Schema /2 took TTFA and the player's figures from the reads, /1 from the chunks
+# (docs/records.md): compared across the two, those changes hold the difference too.
+_SCHEMAS_DIFFER = (
+    "A's records are {0}, B's {1}: TTFA and the player's figures (continuity) are taken "
+    "from the chunks in /1 and from the reads in /2, so their changes hold that difference "
+    "too (RTFx is the same figure)"
 )
 # Rounds a side needs before a change is named: the run-to-run noise is measured by them.
 MIN_ROUNDS = 2
@@ -82,157 +103,8 @@ LISTEN_FIGURES = (
 )
 
 
-class CompareError(ValueError):
-    """A folder that cannot be compared; the message names it."""
-
-
-def find_runs(folder: str | Path) -> list[Path]:
-    """The runs under a folder (the folder itself may be one): folders holding the bench
-    job's manifest `search.json` (written by every job, a quality run's too)."""
-    root = Path(folder)
-    if not root.is_dir():
-        raise CompareError(f"{root}: not a folder")
-    return sorted(m.parent for m in root.rglob(_MANIFEST))
-
-
-def run_rounds(run: Path) -> dict[str, list[Path]]:
-    """point label -> the records file of each round, in round order: the grid points the
-    job finished (a `summary.json` beside the records, in `{point}/` or `{point}/round<k>/`)
-    and the search points its manifest lists. Nothing else in the folder counts: a stale
-    `records.jsonl` beside rounds, or one with no summary, is refused, never pooled."""
-    manifest = read_json(run / _MANIFEST)
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("points"), list):
-        raise CompareError(f"{run / _MANIFEST}: not a search manifest (no `points` list)")
-    found: dict[str, list[Path]] = {}
-    for point in sorted(p for p in run.iterdir() if p.is_dir() and _POINT_DIR.match(p.name)):
-        rounds = sorted(
-            (int(m.group(1)), d)
-            for d in point.iterdir()
-            if (m := _ROUND_DIR.match(d.name)) and d.is_dir()
-        )
-        if rounds and (point / "records.jsonl").exists():
-            raise CompareError(
-                f"{point}: both records.jsonl and round folders; which is the run is unclear"
-            )
-        dirs = [d for _, d in rounds] if rounds else [point]
-        if [k for k, _ in rounds] != list(range(1, len(rounds) + 1)):
-            raise CompareError(f"{point}: rounds {[k for k, _ in rounds]}, not 1..{len(rounds)}")
-        for d in dirs:
-            if (d / "records.jsonl").exists() and not (d / "summary.json").exists():
-                raise CompareError(f"{d}: records.jsonl without summary.json (a job cut short)")
-        if all((d / "records.jsonl").exists() for d in dirs) and dirs:
-            found[point.name] = [d / "records.jsonl" for d in dirs]
-    for entry in manifest["points"]:
-        files = [_under(run, Path(r)) for r in entry.get("records") or []]
-        if files:
-            found[f"search/{entry['point']}"] = files
-    return found
-
-
-def _under(run: Path, recorded: Path) -> Path:
-    """A manifest's records path, taken below the run's own `search/` (the folder may have
-    moved since the job wrote it)."""
-    parts = recorded.parts
-    if "search" not in parts:
-        raise CompareError(f"{run / _MANIFEST}: {recorded} is not under search/")
-    i = len(parts) - 1 - parts[::-1].index("search")
-    return run.joinpath(*parts[i:])
-
-
-def find_points(folder: str | Path) -> dict[PointKey, list[Path]]:
-    """(run, system, model, point) -> its records files (one per round, in round order),
-    for every run under the folder. `run` is where the run sits (`runs`, `quality`)."""
-    root = Path(folder)
-    found: dict[PointKey, list[Path]] = {}
-    for run in find_runs(root):
-        manifest = read_json(run / _MANIFEST)
-        where = run.relative_to(root).parts  # e.g. (runs, S, M): the run sits in `runs`
-        kind = "/".join(where[:-2]) or "."
-        system = str(manifest.get("system") or run.parent.name)
-        model = str(manifest.get("model") or run.name)
-        for point, files in run_rounds(run).items():
-            found[(kind, system, model, point)] = files
-    return found
-
-
-def point_facts(files: Sequence[Path], rounds: Sequence[Sequence[Mapping[str, Any]]]) -> dict:
-    """What must agree for two points to be compared: the load, the sample rate, the model
-    sent, the protocol, and the prompt set (the texts of the scored requests)."""
-    facts: dict[str, Any] = {}
-    for path, records in zip(files, rounds, strict=True):
-        summary_path = path.with_name("summary.json")
-        summary = read_json(summary_path)
-        options = summary.get("options") or {}
-        scored = [r for r in records if not r["warmup"]]
-        one = {
-            "load": (summary.get("concurrency"), summary.get("request_rate")),
-            "sample rate": _records_say(scored, "sample_rate", summary.get("sample_rate"), path),
-            "model": options.get("model"),
-            "protocol": _records_say(scored, "protocol", options.get("protocol", "http"), path),
-            "prompt set": frozenset(r["text"] for r in scored),
-        }
-        if one["sample rate"] != summary.get("sample_rate"):
-            raise CompareError(
-                f"{summary_path}: sample_rate {summary.get('sample_rate')}, but its records "
-                f"{path.name} were measured at {one['sample rate']} Hz"
-            )
-        if one["protocol"] != options.get("protocol", "http"):
-            raise CompareError(
-                f"{summary_path}: protocol {options.get('protocol', 'http')}, but its records "
-                f"{path.name} are {one['protocol']}"
-            )
-        if facts and one != facts:
-            raise CompareError(f"{path}: its rounds differ in {_differs(facts, one)[0]}")
-        facts = one
-    return facts
-
-
-def _records_say(records: Sequence[Mapping[str, Any]], field: str, default: Any, path: Path) -> Any:
-    """The one value the scored records hold for `field` (`default` with none scored);
-    records that hold several are refused."""
-    values = {r.get(field, "http" if field == "protocol" else None) for r in records}
-    if len(values) > 1:
-        shown = ", ".join(sorted(map(str, values)))
-        raise CompareError(f"{path}: its records mix {field} values ({shown})")
-    return values.pop() if values else default
-
-
-def _differs(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    out = []
-    for name in a:
-        if a[name] == b.get(name):
-            continue
-        if name == "prompt set":
-            common = len(a[name] & b[name])
-            out.append(f"prompt set ({len(a[name])} vs {len(b[name])} texts, {common} in common)")
-        elif name == "load":
-            out.append(f"load ({_load(a[name])} vs {_load(b[name])})")
-        else:
-            out.append(f"{name} ({a[name]} vs {b[name]})")
-    return out
-
-
-def _load(load: tuple[Any, Any]) -> str:
-    concurrency, rate = load
-    return f"{rate} req/s" if rate is not None else f"{concurrency} streams"
-
-
 def _ok(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [r for r in records if r.get("ok") and not r.get("warmup")]
-
-
-def _listened(folder: Path | None) -> tuple[list[dict[str, Any]] | None, list[Any] | None]:
-    """(DNSMOS streams, health streams) saved beside a point's records; None where absent
-    (or DNSMOS not installed)."""
-    if folder is None:
-        return None, None
-    out: list[list[Any] | None] = []
-    for name in ("dnsmos.json", "health.json"):
-        path = folder / name
-        data = read_json(path) if path.exists() else {}
-        streams = data.get("streams") if data.get("available", True) else None
-        out.append(streams if isinstance(streams, list) and streams else None)
-    return out[0], out[1]
 
 
 def _clean(streams: Sequence[Mapping[str, Any]]) -> list[float]:
@@ -246,8 +118,8 @@ def compare_listened(folder_a: Path | None, folder_b: Path | None, seed: int) ->
     lacks the file."""
     from thetalker.report.naturalness import load_difference
 
-    dnsmos_a, health_a = _listened(folder_a)
-    dnsmos_b, health_b = _listened(folder_b)
+    dnsmos_a, health_a = listened(folder_a)
+    dnsmos_b, health_b = listened(folder_b)
     none = Interval(None, None, None, "none", 0)
     out: dict[str, Any] = {"dnsmos_ovrl_change": none, "clean_pct_change": none}
     if dnsmos_a and dnsmos_b:
@@ -258,6 +130,19 @@ def compare_listened(folder_a: Path | None, folder_b: Path | None, seed: int) ->
             _clean(health_b), _clean(health_a), seed=seed
         )
     return out
+
+
+def _without_audio(
+    rounds_a: Sequence[Sequence[Mapping[str, Any]]], rounds_b: Sequence[Sequence[Mapping[str, Any]]]
+) -> str:
+    """`A round 1, B round 3`: the rounds whose requests delivered no audio (RTFx 0), named
+    beside the verdict: a failure the interval alone may not call a change."""
+    return ", ".join(
+        f"{side} round {k}"
+        for side, rounds in (("A", rounds_a), ("B", rounds_b))
+        for k, records in enumerate(rounds, start=1)
+        if metrics.round_rtfx(records) == 0.0
+    )
 
 
 def compare_point(
@@ -277,24 +162,26 @@ def compare_point(
         ("p50", "p90"): metrics.percentile_change_job(ttfa_b, ttfa_a, (50, 90)),
         "continuity": metrics.continuity_change_job(pooled_b, pooled_a),
     }
-    repeats = len(rounds_a) > 1 and len(rounds_b) > 1
-    ratio_job = None if repeats else metrics.rtfx_change_job(pooled_b, pooled_a, ratio=True)
+    # One round a side: RTFx's bootstrap shares the draws too. Otherwise each side's RTFx is
+    # the mean of its rounds, each over its own window, a failed round at 0
+    # (thetalker.metrics.rounds).
+    one_each = len(rounds_a) == 1 and len(rounds_b) == 1
+    ratio_job = metrics.rtfx_change_job(pooled_b, pooled_a, ratio=True) if one_each else None
     if ratio_job is not None:
         jobs["ratio"] = ratio_job
     change = metrics.shared_change_bootstrap(jobs, seed=seed)
-    if repeats:
-        rtfx_a = [metrics.summarize_point(r)["rtfx"] for r in rounds_a]
-        rtfx_b = [metrics.summarize_point(r)["rtfx"] for r in rounds_b]
-        ratio = metrics.welch_interval(rtfx_b, rtfx_a, ratio=True)
+    if not one_each:
+        ratio = metrics.rounds_rtfx_ratio(rounds_b, rounds_a, seed=seed)
     else:
         # No window on a side: no ratio (rtfx_change_bootstrap's answer for it).
         ratio = change["ratio"] if ratio_job else metrics.rtfx_change_bootstrap([], [])
     return {
         "rounds_a": len(rounds_a),
         "rounds_b": len(rounds_b),
-        "rtfx_a": metrics.rtfx_interval(rounds_a, seed=seed),
-        "rtfx_b": metrics.rtfx_interval(rounds_b, seed=seed),
+        "rtfx_a": metrics.rounds_rtfx_interval(rounds_a, seed=seed),
+        "rtfx_b": metrics.rounds_rtfx_interval(rounds_b, seed=seed),
         "rtfx_ratio": ratio,
+        "rounds_without_audio": _without_audio(rounds_a, rounds_b),
         "ttfa_s_p50_a": metrics.percentiles(ttfa_a)["p50"],
         "ttfa_s_p50_b": metrics.percentiles(ttfa_b)["p50"],
         "ttfa_s_p50_change": change["p50"],
@@ -309,11 +196,17 @@ def compare_point(
 
 
 def compare_folders(
-    a: str | Path, b: str | Path, seed: int = metrics.SEED
+    a: str | Path,
+    b: str | Path,
+    seed: int = metrics.SEED,
+    warn: Callable[[str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[PointKey], list[PointKey], list[str]]:
     """Rows for the points in both folders that measured the same thing (sorted), the
     points only in A, only in B, and a line for each point in both that is not compared
-    because its load, sample rate, model, protocol or prompt set differ (naming which)."""
+    because its load, sample rate, model, protocol or prompt set differ (naming which).
+    A point whose two sides were written under different record schemas is compared, and
+    `warn` (default: stderr) says so: its TTFA and player changes hold that difference."""
+    say = warn or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
     try:
         points_a, points_b = find_points(a), find_points(b)
     except RecordError as exc:
@@ -324,14 +217,18 @@ def compare_folders(
         try:
             rounds_a = read_rounds(points_a[key])
             rounds_b = read_rounds(points_b[key])
-            differs = _differs(
+            unlike_facts = differs(
                 point_facts(points_a[key], rounds_a), point_facts(points_b[key], rounds_b)
             )
         except RecordError as exc:
             raise CompareError(str(exc)) from None
-        if differs:
-            unlike.append(f"{'/'.join(key)}: not compared, A and B differ in " + "; ".join(differs))
+        if unlike_facts:
+            line = "; ".join(unlike_facts)
+            unlike.append(f"{'/'.join(key)}: not compared, A and B differ in {line}")
             continue
+        schemas = (point_schema(points_a[key]), point_schema(points_b[key]))
+        if schemas[0] != schemas[1]:
+            say(f"{'/'.join(key)}: {_SCHEMAS_DIFFER.format(*schemas)}")
         run, system, model, point = key
         rows.append(
             {
@@ -360,6 +257,11 @@ def _cell(ci: Interval, digits: int, style: str = "plain") -> str:
     if ci.low is None or ci.high is None:
         return value
     return f"{value} [{ci.low:.{digits}f}, {ci.high:.{digits}f}]"
+
+
+def _text(value: Any) -> str:
+    """A label as one Markdown cell: on one line, its `|` escaped (a name cannot split the row)."""
+    return " ".join(str(value).splitlines()).replace("|", "\\|")
 
 
 def not_judged(row: Mapping[str, Any]) -> str | None:
@@ -398,15 +300,11 @@ def format_changes(rows: Sequence[Mapping[str, Any]]) -> str:
             for _, key, _, digits in figures
         ]
         named = distinguishable(row)
-        cells = [
-            row["run"],
-            row["system"],
-            row["model"],
-            row["point"],
-            *rtfx,
-            *changes,
-            not_judged(row) or ", ".join(named) or "none",
-        ]
+        verdict = not_judged(row) or ", ".join(named) or "none"
+        if row.get("rounds_without_audio"):
+            verdict += f"; {row['rounds_without_audio']} delivered no audio"
+        labels = [_text(row[k]) for k in ("run", "system", "model", "point")]
+        cells = [*labels, *rtfx, *changes, verdict]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
