@@ -21,6 +21,9 @@ from thetalker.metrics.point import (
 from thetalker.metrics.stream import CONTINUITY_THRESHOLDS_S, continuous_at, perceived_first_audio_s
 
 __all__ = [
+    "delivered_audio_s",
+    "none_interval",
+    "percentile_ci",
     "CONFIDENCE",
     "SEED",
     "N_RESAMPLES",
@@ -138,7 +141,7 @@ class Interval:
         return self.low > reference or self.high < reference
 
 
-def _none_interval(method: str, n: int = 0, value: float | None = None) -> Interval:
+def none_interval(method: str, n: int = 0, value: float | None = None) -> Interval:
     return Interval(value, None, None, method if value is not None else METHOD_NONE, n)
 
 
@@ -174,11 +177,11 @@ def bootstrap(
         raise ValueError(f"paired samples must be of one length: {[a.size for a in arrays]}")
     n = min(a.size for a in arrays)
     if n == 0:
-        return _none_interval(METHOD_BOOTSTRAP)
+        return none_interval(METHOD_BOOTSTRAP)
     with np.errstate(divide="ignore", invalid="ignore"):
         value = _finite(statistic(*arrays, axis=-1))
     if n < 2 or value is None:
-        return _none_interval(METHOD_BOOTSTRAP, n, value)
+        return none_interval(METHOD_BOOTSTRAP, n, value)
     with np.errstate(divide="ignore", invalid="ignore"):
         res = stats.bootstrap(
             tuple(arrays),
@@ -197,11 +200,11 @@ def bootstrap(
     draws = np.asarray(res.bootstrap_distribution, dtype=float)
     draws = draws[~np.isnan(draws)]
     if draws.size == 0:
-        return _none_interval(METHOD_BOOTSTRAP, n, value)
+        return none_interval(METHOD_BOOTSTRAP, n, value)
     tail = 100.0 * (1.0 - confidence) / 2.0
     low, high = (_finite(b) for b in np.percentile(draws, [tail, 100.0 - tail]))
     if low is None or high is None:
-        return _none_interval(METHOD_BOOTSTRAP, n, value)
+        return none_interval(METHOD_BOOTSTRAP, n, value)
     return Interval(value, low, high, METHOD_BOOTSTRAP, n, confidence)
 
 
@@ -226,7 +229,7 @@ def _resample_blocks(n: int, seed: int, n_resamples: int) -> Iterator[np.ndarray
         yield rng.integers(0, n, (min(rows, n_resamples - k), n))
 
 
-def _percentile_ci(theta: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
+def percentile_ci(theta: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
     """The percentile interval of a bootstrap distribution, as `bootstrap` takes it from
     scipy's: its resamples with an undefined statistic (nan) left out, then the percentiles
     at (1 - confidence) / 2 and its complement; (None, None) when none is left."""
@@ -349,7 +352,7 @@ def shared_bootstrap(
         if data.size < 2:
             for k, key in enumerate(keys):
                 value = None if values is None else _finite(values[k])
-                out[key] = _none_interval(METHOD_BOOTSTRAP, int(data.size), value)
+                out[key] = none_interval(METHOD_BOOTSTRAP, int(data.size), value)
             continue
         method = _CLOSED_FORM_METHOD.get(type(statistic))
         if method and large_sample_n is not None and data.size >= large_sample_n:
@@ -373,11 +376,11 @@ def shared_bootstrap(
             for k, key in enumerate(keys):
                 value = _finite(values[k])
                 if value is None:
-                    out[key] = _none_interval(METHOD_BOOTSTRAP, n, None)
+                    out[key] = none_interval(METHOD_BOOTSTRAP, n, None)
                     continue
-                low, high = _percentile_ci(dist[k], confidence)
+                low, high = percentile_ci(dist[k], confidence)
                 out[key] = (
-                    _none_interval(METHOD_BOOTSTRAP, n, value)
+                    none_interval(METHOD_BOOTSTRAP, n, value)
                     if low is None or high is None
                     else Interval(value, low, high, METHOD_BOOTSTRAP, n, confidence)
                 )
@@ -397,7 +400,7 @@ def _closed_form(
     """`shared_bootstrap`'s Intervals of one large sample by `statistic.closed_form`."""
     if np.isnan(data).any():  # as resampling would: no interval where the value has none
         return {
-            key: _none_interval(method, data.size, _finite(values[k])) for k, key in enumerate(keys)
+            key: none_interval(method, data.size, _finite(values[k])) for k, key in enumerate(keys)
         }
     out = {}
     for k, (key, (low, high)) in enumerate(
@@ -407,7 +410,7 @@ def _closed_form(
         out[key] = (
             Interval(value, low, high, method, data.size, confidence)
             if value is not None
-            else _none_interval(method, data.size, None)
+            else none_interval(method, data.size, None)
         )
     return out
 
@@ -445,7 +448,7 @@ def wilson_pct(successes: int, n: int, confidence: float = CONFIDENCE) -> Interv
     from scipy.special import ndtri
 
     if n <= 0:
-        return _none_interval(METHOD_WILSON)
+        return none_interval(METHOD_WILSON)
     k, n = int(successes), int(n)
     if not 0 <= k <= n:
         raise ValueError(f"successes must be in [0, n]: {k} of {n}")
@@ -463,7 +466,7 @@ def newcombe_difference(a: Interval, b: Interval) -> Interval:
     """a - b from two proportions' Wilson intervals (percent): Newcombe's hybrid score
     interval (Newcombe 1998, method 10), never zero-wide while either interval has width."""
     if a.value is None or b.value is None or None in (a.low, a.high, b.low, b.high):
-        return _none_interval(METHOD_NEWCOMBE)
+        return none_interval(METHOD_NEWCOMBE)
     d = a.value - b.value
     low = d - float(np.hypot(a.value - a.low, b.high - b.value))  # type: ignore[operator]
     high = d + float(np.hypot(a.high - a.value, b.value - b.low))  # type: ignore[operator]
@@ -577,7 +580,7 @@ def continuity_intervals_at(
     return {t: wilson_pct(sum(1 for u in behind if u <= t), len(scored)) for t in thresholds_s}
 
 
-def _delivered_audio_s(scored: Sequence[Mapping[str, Any]]) -> np.ndarray:
+def delivered_audio_s(scored: Sequence[Mapping[str, Any]]) -> np.ndarray:
     """Per scored request, the audio it counts for in RTFx (0 for a failed one)."""
     return np.array([float(r.get("audio_s") or 0.0) if r.get("ok") else 0.0 for r in scored])
 
@@ -593,7 +596,7 @@ def rtfx_bootstrap(records: Iterable[Mapping[str, Any]], seed: int = SEED, **kw:
     scored = scored_records(records)
     job = _rtfx_job(scored)
     if job is None:
-        return _none_interval(METHOD_BOOTSTRAP, len(scored))
+        return none_interval(METHOD_BOOTSTRAP, len(scored))
     return shared_bootstrap({"rtfx": job}, seed=seed, **kw)["rtfx"]
 
 
@@ -602,7 +605,7 @@ def _rtfx_job(scored: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, Any] | N
     window_s = measurement_window_s(scored)
     if window_s <= 0:
         return None
-    return _delivered_audio_s(scored), SumOverWindow(window_s)
+    return delivered_audio_s(scored), SumOverWindow(window_s)
 
 
 def repeats_interval(values: Sequence[float | None], confidence: float = CONFIDENCE) -> Interval:
@@ -614,10 +617,10 @@ def repeats_interval(values: Sequence[float | None], confidence: float = CONFIDE
 
     data = np.array([float(v) for v in values if v is not None])
     if data.size == 0:
-        return _none_interval(METHOD_REPEATS)
+        return none_interval(METHOD_REPEATS)
     mean = float(data.mean())
     if data.size < 2:
-        return _none_interval(METHOD_REPEATS, 1, mean)
+        return none_interval(METHOD_REPEATS, 1, mean)
     if np.ptp(data) == 0.0:  # identical rounds: t's scale is 0, the interval a point
         return Interval(mean, mean, mean, METHOD_REPEATS, int(data.size), confidence)
     ci = stats.ttest_1samp(data, 0.0).confidence_interval(confidence)
@@ -652,13 +655,13 @@ def paired_interval(
         if x is not None and y is not None and (not ratio or (x > 0 and y > 0))
     ]
     if not pairs:
-        return _none_interval(METHOD_PAIRED)
+        return none_interval(METHOD_PAIRED)
     x, y = np.array(pairs).T
     d = np.log(x / y) if ratio else x - y
     back = np.exp if ratio else (lambda v: v)
     mean = float(d.mean())
     if d.size < 2:
-        return _none_interval(METHOD_PAIRED, 1, float(back(mean)))
+        return none_interval(METHOD_PAIRED, 1, float(back(mean)))
     if np.ptp(d) == 0.0:
         v = float(back(mean))
         return Interval(v, v, v, METHOD_PAIRED, int(d.size), confidence)
@@ -687,10 +690,10 @@ def welch_interval(
     x, y = clean(a), clean(b)
     back = np.exp if ratio else (lambda v: v)
     if x.size == 0 or y.size == 0:
-        return _none_interval(METHOD_WELCH)
+        return none_interval(METHOD_WELCH)
     value = float(back(x.mean() - y.mean()))
     if x.size < 2 or y.size < 2 or (np.ptp(x) == 0.0 and np.ptp(y) == 0.0):
-        return _none_interval(METHOD_WELCH, min(x.size, y.size), value)
+        return none_interval(METHOD_WELCH, min(x.size, y.size), value)
     ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval(confidence)
     n = int(min(x.size, y.size))
     return Interval(value, float(back(ci.low)), float(back(ci.high)), METHOD_WELCH, n, confidence)
@@ -739,12 +742,12 @@ def shared_change_bootstrap(
         keys = name if isinstance(name, tuple) else (name,)
         n = min(xa.size, xb.size)
         if n == 0:
-            out.update({key: _none_interval(METHOD_BOOTSTRAP) for key in keys})
+            out.update({key: none_interval(METHOD_BOOTSTRAP) for key in keys})
             continue
         with np.errstate(divide="ignore", invalid="ignore"):
             values = np.atleast_1d(statistic(xa, xb, axis=-1))
         if n < 2:
-            out.update({key: _none_interval(METHOD_BOOTSTRAP, n, _finite(values[k]))
+            out.update({key: none_interval(METHOD_BOOTSTRAP, n, _finite(values[k]))
                         for k, key in enumerate(keys)})  # fmt: skip
             continue
         groups.setdefault((xa.size, xb.size), []).append((keys, xa, xb, statistic, values))
@@ -762,11 +765,9 @@ def shared_change_bootstrap(
             n = min(na, nb)
             for k, key in enumerate(keys):
                 value = _finite(values[k])
-                low, high = (
-                    _percentile_ci(dist[k], confidence) if value is not None else (None,) * 2
-                )
+                low, high = percentile_ci(dist[k], confidence) if value is not None else (None,) * 2
                 out[key] = (
-                    _none_interval(METHOD_BOOTSTRAP, n, value)
+                    none_interval(METHOD_BOOTSTRAP, n, value)
                     if value is None or low is None or high is None
                     else Interval(value, low, high, METHOD_BOOTSTRAP, n, confidence)
                 )
@@ -786,7 +787,7 @@ def rtfx_change_job(
         top, bottom = x.sum(axis=axis) / wa, y.sum(axis=axis) / wb
         return top / bottom if ratio else top - bottom
 
-    return (_delivered_audio_s(sa), _delivered_audio_s(sb)), stat
+    return (delivered_audio_s(sa), delivered_audio_s(sb)), stat
 
 
 def rtfx_change_bootstrap(
@@ -800,7 +801,7 @@ def rtfx_change_bootstrap(
     resampled on their own and each run's window kept (as `rtfx_bootstrap`)."""
     job = rtfx_change_job(records_a, records_b, ratio)
     if job is None:
-        return _none_interval(METHOD_BOOTSTRAP)
+        return none_interval(METHOD_BOOTSTRAP)
     return shared_change_bootstrap({"rtfx": job}, seed=seed, **kw)["rtfx"]
 
 
@@ -922,7 +923,7 @@ def point_intervals(
     if len(rounds) > 1:
         rtfx = repeats_interval(by_round)
     else:
-        rtfx = found["rtfx"] if rtfx_job else _none_interval(METHOD_BOOTSTRAP, len(one))
+        rtfx = found["rtfx"] if rtfx_job else none_interval(METHOD_BOOTSTRAP, len(one))
     return {
         "rounds": len(rounds),
         "rtfx": rtfx,

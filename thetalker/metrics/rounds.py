@@ -32,10 +32,10 @@ from thetalker.metrics.intervals import (
     N_RESAMPLES,
     SEED,
     Interval,
-    _delivered_audio_s,
-    _none_interval,
-    _percentile_ci,
     at_bound,
+    delivered_audio_s,
+    none_interval,
+    percentile_ci,
     repeats_interval,
     rtfx_bootstrap,
 )
@@ -54,7 +54,7 @@ def round_rtfx(records: Iterable[Mapping[str, Any]]) -> float | None:
     records = list(records)
     value = summarize_point(records)["rtfx"]
     scored = scored_records(records)
-    if value is None and scored and not _delivered_audio_s(scored).any():
+    if value is None and scored and not delivered_audio_s(scored).any():
         return 0.0
     return value
 
@@ -66,7 +66,7 @@ def _strata(rounds: Rounds) -> list[tuple[np.ndarray, float]]:
         scored = scored_records(one)
         if not scored:
             continue  # nothing measured: a gap
-        audio, window = _delivered_audio_s(scored), measurement_window_s(scored)
+        audio, window = delivered_audio_s(scored), measurement_window_s(scored)
         if window > 0:
             out.append((audio, window))
         elif not audio.any():
@@ -99,14 +99,14 @@ def _stratified(
     """The stratified bootstrap of one side's mean RTFx, or of B / A (`sides` [B, A])."""
     n = min(sum(a.size for a, _ in side) for side in sides)
     if n < 2:
-        return _none_interval(METHOD_BOOTSTRAP, n, value)
+        return none_interval(METHOD_BOOTSTRAP, n, value)
     rng = np.random.default_rng(seed)
     draws = [_resampled_mean(side, rng, n_resamples) for side in sides]
     with np.errstate(divide="ignore", invalid="ignore"):
         theta = draws[0] / draws[1] if ratio else draws[0]
-    low, high = _percentile_ci(theta, confidence)
+    low, high = percentile_ci(theta, confidence)
     if low is None or high is None or low == high:
-        return _none_interval(METHOD_BOOTSTRAP, n, value)
+        return none_interval(METHOD_BOOTSTRAP, n, value)
     return Interval(value, low, high, METHOD_BOOTSTRAP, n, confidence)
 
 
@@ -124,7 +124,7 @@ def rounds_rtfx_interval(
     if len(rounds) == 1:
         ci = rtfx_bootstrap(rounds[0], seed=seed, n_resamples=n_resamples, confidence=confidence)
         # every request alike (all failed, say): the value, no zero-wide interval
-        return _none_interval(ci.method, ci.n, ci.value) if at_bound(ci) else ci
+        return none_interval(ci.method, ci.n, ci.value) if at_bound(ci) else ci
     ci = repeats_interval([round_rtfx(r) for r in rounds], confidence)
     if ci.value is None or not at_bound(ci):
         return ci
@@ -145,7 +145,7 @@ def rounds_rtfx_ratio(
     xb = np.array([v for r in rounds_b if (v := round_rtfx(r)) is not None])
     xa = np.array([v for r in rounds_a if (v := round_rtfx(r)) is not None])
     if xb.size == 0 or xa.size == 0 or xa.mean() <= 0:
-        return _none_interval(METHOD_BOOTSTRAP)
+        return none_interval(METHOD_BOOTSTRAP)
     value = float(xb.mean() / xa.mean())
     if len(rounds_a) > 1 and len(rounds_b) > 1:
         ci = _fieller_welch(xb, xa, value, confidence)
