@@ -232,6 +232,7 @@ ERROR_TYPES = (
     "timeout",  # the per-request timeout expired
     "too_large",  # the response passed 64 MiB (thetalker.client.receive.MAX_RESPONSE_BYTES)
     "sse_error",  # an SSE error event (`speech.audio.error`; sglang-omni's `error`)
+    "bad_event",  # a server event the client cannot read (not JSON, too deep, a number too long)
     "empty",  # 200 with no audio at all
     "cancelled",  # the run stopped (Ctrl-C, server died) before this request finished
     "dropped",  # open loop: the arrival found max_in_flight requests in flight, never sent
