@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
+from tests.support.scripted_server import Script, ScriptedServer
 from thetalker.client import (
+    BenchOptions,
     LineReporter,
     Progress,
     TtyReporter,
     format_point_end,
     format_progress,
+    run_benchmark,
 )
 from thetalker.client.progress import Tally, point_label
+from thetalker.data.prompts import Prompt
 
 
 def test_progress_line_has_a_unit_on_every_figure():
@@ -60,3 +65,21 @@ def test_point_end_line_has_a_unit_on_every_figure():
         "rtfx": None, "ttfa_s": {"p50": None}, "continuity_pct": 0.0,
     }  # fmt: skip
     assert format_point_end(nothing) == "4 req/s: 0/3 ok, error rate 100.0 %, continuity 0.0 %"
+
+
+def test_the_last_progress_line_counts_the_failed_records_as_the_result_does(
+    scripted_server: ScriptedServer, tmp_path: Path
+):
+    # Failures only the record finds (a half sample at the end, a bad SSE event...) were
+    # missed: "4/4 done, 0 errors", then "2/4 ok". The last line counts failed records.
+    scripted_server.add_script("odd", Script(chunks=((0, 4801),)))
+    scripted_server.add_script("odder", Script(chunks=((0, 4800), (0, 4801))))
+    texts = ["odd a", "odder b", "fine c", "fine d"]
+    prompts = [Prompt(f"id{i}", t) for i, t in enumerate(texts)]
+    seen: list[Progress] = []
+    opts = BenchOptions(base_url=scripted_server.base_url, requests=4, warmup=0, sample_rate=24000)
+    summary = run_benchmark(opts, prompts, tmp_path, progress=seen.append)
+    assert (summary["n_ok"], summary["n_scored"]) == (2, 4)
+    last = seen[-1]
+    assert (last.done, last.total, last.errors) == (4, 4, 2)
+    assert format_progress(last).startswith("c1: 4/4 done, 2 errors")

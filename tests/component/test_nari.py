@@ -309,6 +309,27 @@ def test_empty_frames_on_the_socket_are_no_audio(tmp_path: Path):
         assert record["chunk_bytes"] == sent[42 + record["request_index"]]
 
 
+@pytest.mark.parametrize("hostile", ["deep", "digits"])
+def test_an_event_json_cannot_take_fails_its_session_and_every_record_is_written(
+    tmp_path: Path, hostile: str
+):
+    """An event nested 200,000 deep (read on the receive loop: its type is `error`) or with
+    an integer of 5,000 digits (read when the record is built) ended the run in an
+    ExceptionGroup, its request unrecorded: now each session fails `bad_event`."""
+    server = Standin(tmp_path, {"STANDIN_WARMUP_S": "0", "STANDIN_HOSTILE_EVENT": hostile})
+    try:
+        server.wait_ready()
+        out = tmp_path / "hostile"
+        code = _bench(server.base_url, out, "--protocol", "websocket", "--text-pace", "200")
+    finally:
+        server.stop()
+    assert code == 1  # every session failed: past the error-rate bound, said in one line
+    records = list(read_records(out / "records.jsonl"))
+    assert len(records) == 7  # 1 warmup + 6 scored: none lost
+    for record in records:
+        assert record["error"]["type"] == "bad_event", record["error"]
+
+
 def test_the_nari_socket_bounds_a_frame(nari: Standin, tmp_path: Path, monkeypatch):
     """The agent sockets share one frame bound (MAX_FRAME_BYTES, 64 MiB); lowered here below
     one chunk of the stand-in, the session fails instead of buffering it."""

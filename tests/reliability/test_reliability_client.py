@@ -170,3 +170,82 @@ def test_a_probe_answer_past_the_byte_bound_stops_the_run_in_one_line(
     assert code == 1  # the server's fault, as any failed probe
     err = capsys.readouterr().err.strip().splitlines()
     assert "sample-rate request to" in err[-1] and "passed 100000 bytes" in err[-1]
+
+
+# --- one SSE event Python's JSON cannot take fails its request; every other record kept -------
+
+_DEEP = "[" * 200_000 + "]" * 200_000
+
+
+@pytest.mark.parametrize(
+    "raw_event",
+    [
+        '{"type": "speech.audio.delta", "audio": "", "x": ' + _DEEP + "}",
+        '{"type": "speech.audio.delta", "audio": "", "n": ' + "7" * 5000 + "}",
+    ],
+    ids=["nested_200k_deep", "integer_of_5000_digits"],
+)
+def test_an_sse_event_json_cannot_take_fails_its_request_and_keeps_the_others(
+    scripted_server: ScriptedServer, tmp_path: Path, raw_event: str
+):
+    # It ended the point with "writing records failed: RecursionError", 0 records written.
+    scripted_server.add_script(
+        "hostile", Script(mode="sse_raw", cut_after=1, chunks=((0, 4800),) * 2, raw_event=raw_event)
+    )
+    prompts = _prompts(tmp_path / "p.jsonl", ["hostile a", "fine b", "fine c"])
+    out = tmp_path / "o"
+    code = main(["--base-url", scripted_server.base_url, "--texts-jsonl", str(prompts),
+                 "--requests", "3", "--warmup", "0", "--sample-rate", "24000",
+                 "--stream-format", "sse", "--max-error-rate", "1", "--speaker", "scripted",
+                 "--out-dir", str(out)])  # fmt: skip
+    assert code == 0
+    by_text = {r["text"]: r for r in read_records(out / "records.jsonl")}
+    assert set(by_text) == {"hostile a", "fine b", "fine c"}
+    bad = by_text["hostile a"]
+    assert bad["ok"] is False and bad["error"]["type"] == "bad_event", bad["error"]
+    assert len(bad["error"]["message"]) <= 200
+    assert bad["chunk_bytes"] == [4800]  # the audio before it is kept
+    assert by_text["fine b"]["ok"] and by_text["fine c"]["ok"]
+
+
+def test_a_response_past_the_read_bound_fails_too_large(
+    scripted_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # 1-byte chunks escaped the byte bound through their overhead (716 MB of client memory
+    # and a 161 MB records line for 4 MB of audio): a response is bounded by its reads too
+    # (MAX_RESPONSE_READS; 50 here, the same code).
+    monkeypatch.setattr("thetalker.client.receive.MAX_RESPONSE_READS", 50)
+    scripted_server.add_script("tiny", Script(chunks=((0, 2),) * 200, wait_for_read=True))
+    prompts = _prompts(tmp_path / "p.jsonl", ["tiny a", "fine b"])
+    out = tmp_path / "o"
+    code = main(["--base-url", scripted_server.base_url, "--texts-jsonl", str(prompts),
+                 "--requests", "2", "--warmup", "0", "--sample-rate", "24000",
+                 "--trust-sample-rate", "--max-error-rate", "1", "--speaker", "scripted",
+                 "--out-dir", str(out)])  # fmt: skip
+    assert code == 0
+    by_text = {r["text"]: r for r in read_records(out / "records.jsonl")}
+    tiny = by_text["tiny a"]
+    assert tiny["ok"] is False and tiny["error"]["type"] == "too_large", tiny["error"]
+    assert "50 reads" in tiny["error"]["message"]
+    assert len(tiny["read_bytes"]) <= 50
+    assert by_text["fine b"]["ok"] is True
+
+
+def test_an_error_body_json_cannot_take_is_its_requests_message_and_keeps_the_others(
+    scripted_server: ScriptedServer, tmp_path: Path
+):
+    # The error body is read when the record is built: a RecursionError there ended the
+    # record writer, and every record of the point with it.
+    deep = '{"error": {"message": ' + "[" * 30_000 + "]" * 30_000 + "}}"
+    scripted_server.add_script("deep", Script(mode="http_error", status=500, raw_event=deep))
+    prompts = _prompts(tmp_path / "p.jsonl", ["deep a", "fine b"])
+    out = tmp_path / "o"
+    code = main(["--base-url", scripted_server.base_url, "--texts-jsonl", str(prompts),
+                 "--requests", "2", "--warmup", "0", "--sample-rate", "24000",
+                 "--trust-sample-rate", "--max-error-rate", "1", "--speaker", "scripted",
+                 "--out-dir", str(out)])  # fmt: skip
+    assert code == 0
+    by_text = {r["text"]: r for r in read_records(out / "records.jsonl")}
+    assert by_text["deep a"]["error"]["type"] == "http_status"
+    assert len(by_text["deep a"]["error"]["message"]) <= 300
+    assert by_text["fine b"]["ok"] is True

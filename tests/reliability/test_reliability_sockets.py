@@ -195,3 +195,45 @@ def test_an_empty_frame_on_the_agent_socket_is_no_audio(tmp_path: Path) -> None:
     assert rec["chunk_bytes"] == [4800, 4800]
     # The first audio came a frame gap (0.2 s) after the empty frames, not with them.
     assert rec["ttfa_s"] >= 0.2
+
+
+# --- one server event Python's JSON cannot take fails its own session, nothing more ----------
+
+_DEEP = "[" * 200_000 + "]" * 200_000
+HOSTILE_EVENTS = {
+    # read on the receive loop (it may be the session's error): ended the run in an
+    # ExceptionGroup, that request unrecorded
+    "nested_200k_deep_error": '{"type": "error", "message": ' + _DEEP + "}",
+    # read when the record is built: ended the point with "writing records failed"
+    "integer_of_5000_digits": '{"type": "audio.progress", "n": ' + "7" * 5000 + "}",
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_EVENTS))
+def test_an_agent_event_json_cannot_take_fails_its_session_and_keeps_the_others(
+    tmp_path: Path, name: str
+) -> None:
+    script = WsScript(frames=2, frame_bytes=4800, frame_gap_s=0.01, raw_event=HOSTILE_EVENTS[name])
+    prompts = [Prompt("bad", "A hostile sentence."), Prompt("good", "A fine sentence.")]
+    with start_ws_scripted_server(script) as server:
+        opts = BenchOptions(
+            base_url=server.base_url, protocol="websocket", speaker="ok", sample_rate=24000,
+            requests=2, warmup=0, concurrency=2, text_pace=200.0, timeout_s=20.0,
+        )  # fmt: skip
+        run_benchmark(opts, prompts, tmp_path)
+    by_id = {r["sample_id"]: r for r in read_records(tmp_path / "records.jsonl")}
+    assert set(by_id) == {"bad", "good"}
+    assert by_id["good"]["ok"], by_id["good"]["error"]
+    bad = by_id["bad"]
+    assert not bad["ok"] and bad["error"]["type"] == "bad_event", bad["error"]
+    assert len(bad["error"]["message"]) <= 200  # a short reason, not the event
+
+
+def test_empty_text_frames_past_the_event_bound_fail_too_large(tmp_path: Path, monkeypatch) -> None:
+    # Empty text frames weigh 0 bytes against MAX_SESSION_BYTES, yet each is held (3.55 M of
+    # them in 10 s: 1.8 GB). A session is bounded by its messages too (100 here, same code).
+    monkeypatch.setattr(client_ws, "MAX_SESSION_MESSAGES", 100)
+    rec = _one_agent_request(WsScript(frames=2, frame_bytes=4800, empty_events=500), tmp_path)
+    assert not rec["ok"] and rec["error"]["type"] == "too_large", rec["error"]
+    assert "100 messages" in rec["error"]["message"]
+    assert len(rec["server_events"]) <= 100

@@ -77,6 +77,7 @@ MODES = (
     "sse",  # text/event-stream: one speech.audio.delta per chunk, then speech.audio.done
     "sse_error",  # deltas for `cut_after` chunks, then a speech.audio.error event
     "empty",  # 200 audio content type, no bytes
+    "sse_raw",  # deltas for `cut_after` chunks, then `raw_event` as one event, then the rest
 )
 
 
@@ -116,6 +117,10 @@ class Script:
     # A hand-made payload (s16le) in place of the silence and tone, cut into the chunks (past
     # its end: zeros), for a test that needs a stream of set levels (an onset's threshold).
     pcm: bytes | None = None
+    # mode "sse_raw": the event's text as sent (`data: <raw_event>`), e.g. a hostile one a
+    # JSON parser cannot take (nested 200,000 deep, an integer of 5,000 digits); mode
+    # "http_error": the error body as sent, when given.
+    raw_event: str = ""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -257,6 +262,10 @@ class ScriptedServer:
         if script.mode == "reset":
             _close(request)
             return web.Response()  # never sent: the transport is gone
+        if script.mode == "http_error" and script.raw_event:  # a hand-made error body
+            return web.Response(
+                text=script.raw_event, status=script.status, content_type="application/json"
+            )
         if script.mode == "http_error":
             return web.json_response(
                 _error_body(script.message, script.status), status=script.status
@@ -276,7 +285,9 @@ class ScriptedServer:
             body.get("stream") is True and "stream_format" not in body
         )
         stream = (
-            self._stream_sse if sse or script.mode in ("sse", "sse_error") else self._stream_audio
+            self._stream_sse
+            if sse or script.mode in ("sse", "sse_error", "sse_raw")
+            else self._stream_audio
         )
         try:
             return await stream(request, script, log, rate, fmt)
@@ -340,6 +351,8 @@ class ScriptedServer:
                 await resp.write(f"data: {json.dumps(event)}\n\n".encode())
                 await resp.write_eof()
                 return resp
+            if script.mode == "sse_raw" and i == script.cut_after:
+                await resp.write(f"data: {script.raw_event}\n\n".encode())
             due += delay_s
             wait = due - time.perf_counter()
             if wait > 0:

@@ -14,6 +14,8 @@ frames of `frame_bytes` each `frame_gap_s` apart, and `audio.done`; `session.don
 - `refuse`: `error` "Invalid session config" and the socket closes (a refused config);
 - `short`: `session.done` (stating 1 sentence) after the first sentence, the rest unspoken;
 - `nan`: each `audio.done` carries `total_bytes: NaN` (non-standard JSON, as Python writes);
+- `raw_event` (the script's, any voice): after the first frame of a sentence holding the
+  word `raw_event_word`, that text as one event (a hostile one: nested 200,000 deep);
 - `early`: at the first `input.text`, one sentence that names no text (no `sentence_text`)
   and `session.done` stating 1 sentence, before the rest of the text comes.
 
@@ -47,6 +49,10 @@ class WsScript:
     frame_gap_s: float = 0.01
     late_s: float = 0.3
     empty_frames: int = 0  # frames with no bytes sent after each audio.start, before audio
+    raw_event: str | None = None  # sent as is after the first frame of a sentence ...
+    raw_event_word: str = "hostile"  # ... that holds this word
+    # text frames with nothing in them, sent after each audio.start (a flood of events)
+    empty_events: int = 0
 
 
 @dataclass
@@ -84,12 +90,16 @@ async def _session(request: web.Request) -> web.WebSocketResponse:
         await ws.send_json(start)
         for _ in range(script.empty_frames):
             await ws.send_bytes(b"")
+        for _ in range(script.empty_events):
+            await ws.send_str("")
         sent = 0
         error = False
         for i in range(script.frames):
             await asyncio.sleep(script.frame_gap_s)
             await ws.send_bytes(_tone(script.frame_bytes))
             sent += script.frame_bytes
+            if i == 0 and script.raw_event is not None and script.raw_event_word in text:
+                await ws.send_str(script.raw_event)
             if voice == "close":
                 await ws.close()
                 return False

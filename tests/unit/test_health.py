@@ -58,6 +58,20 @@ def test_a_phase_jump_at_one_join_is_counted_once_where_it_is():
     assert h.defects() == ["clicks"]
 
 
+def test_a_sine_in_one_sample_chunks_has_no_clicking_join_and_a_real_jump_is_found():
+    # Every sample a join (2-byte chunks): no step inside a chunk is left to judge a join
+    # against, and a clean sine counted a click at almost every sample (1.2 M on 4 MB). A
+    # side with no step inside a chunk is judged by its neighbouring steps, joins or not.
+    x = tone(1.0, hz=200.0)
+    h = health.stream_health(pcm(x), RATE, [2] * x.size)
+    assert h.joins == x.size - 1
+    assert h.clicking_joins == 0
+    # The same chunks over the phase jump at 0.25 s: that one join is a click, no other.
+    jump = np.concatenate([tone(0.25, hz=200.0), tone(0.75, hz=200.0, phase=np.pi / 2)])
+    h = health.stream_health(pcm(jump), RATE, [2] * jump.size)
+    assert h.clicking_joins == 1 and h.click_at_s == [0.25]
+
+
 def test_a_jump_inside_a_chunk_is_no_clicking_join():
     first = tone(0.25, hz=200.0)
     x = np.concatenate([first, tone(0.75, hz=200.0, phase=np.pi / 2)])

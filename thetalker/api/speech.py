@@ -113,7 +113,9 @@ def error_message(
         size = f"at least {len(body)}" if limit is not None and len(body) >= limit else len(body)
         return f"{ctype or 'binary'} body of {size} bytes"
     text = body.decode("utf-8").strip()
-    with contextlib.suppress(ValueError):
+    # RecursionError: a server's body nested past the parser's depth (or too deep to print)
+    # is shown as its text, never ends the record writer.
+    with contextlib.suppress(ValueError, RecursionError):
         data = json.loads(text)
         if isinstance(data, dict):
             err = data.get("error", data)
@@ -147,7 +149,7 @@ async def _json_reply(resp: aiohttp.ClientResponse, what: str) -> Any:
     body = await resp.read()
     try:
         data = json.loads(body) if body else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         data = None
     if resp.status >= 400 or data is None:
         message = error_message(body, resp.status, resp.content_type)

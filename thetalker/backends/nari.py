@@ -127,7 +127,7 @@ def startup_facts(log_text: str) -> dict[str, Any]:
             continue
         try:
             event = json.loads(line[line.index("{") :])
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(event, dict) and event.get("event") == "qwen3_tts_execution_config":
             return {"execution_config_sha256": event.get("sha256"), "source": event.get("source")}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import base64
 import bisect
-import json
 import re
 from collections.abc import Sequence
 
+from thetalker.client.events import BadEvent, load_event, short_text
+from thetalker.client.receive import MAX_RESPONSE_READS, too_many
 from thetalker.data.wavio import WavError, parse_wav_header
 
 __all__ = ["server_chunks", "sse_chunks", "strip_wav_header", "drop_front"]
@@ -43,8 +44,9 @@ def sse_chunks(
 ) -> tuple[list[float], list[bytes], tuple[str, str] | None]:
     """Audio of each `speech.audio.delta` event and when its last byte arrived; a failure
     for an error event (`error_events`: the server's types, vllm-omni's
-    `speech.audio.error`, sglang-omni's `error`), a bad event, or a stream that ended
-    without `speech.audio.done`."""
+    `speech.audio.error`, sglang-omni's `error`), an event that cannot be read
+    (`bad_event`), more audio events than `MAX_RESPONSE_READS` (`too_large`: each costs
+    what a read does), or a stream that ended without `speech.audio.done`."""
     buf = b"".join(pieces)
     piece_ends: list[int] = []
     total = 0
@@ -64,9 +66,9 @@ def sse_chunks(
         if not data or data == b"[DONE]":
             continue
         try:
-            payload = json.loads(data)
-        except ValueError:
-            return arrivals, audio, ("sse_error", f"event is not JSON: {data[:80]!r}")
+            payload = load_event(data)
+        except BadEvent as exc:
+            return arrivals, audio, ("bad_event", str(exc))
         kind = payload.get("type") if isinstance(payload, dict) else None
         if kind == "speech.audio.delta":
             try:
@@ -74,6 +76,8 @@ def sse_chunks(
             except ValueError:
                 return arrivals, audio, ("sse_error", "speech.audio.delta: audio is not base64")
             if chunk:
+                if len(audio) >= MAX_RESPONSE_READS:
+                    return arrivals, audio, ("too_large", too_many(MAX_RESPONSE_READS, "events"))
                 arrivals.append(when)
                 audio.append(chunk)
         elif kind == "speech.audio.done":
@@ -83,7 +87,7 @@ def sse_chunks(
             if isinstance(err, dict) and isinstance(err.get("error"), dict):
                 err = err["error"]
             message = err.get("message") if isinstance(err, dict) else err
-            return arrivals, audio, ("sse_error", str(message or f"{kind} event"))
+            return arrivals, audio, ("sse_error", short_text(message or f"{kind} event"))
     return arrivals, audio, ("truncated", "SSE stream ended without speech.audio.done")
 
 

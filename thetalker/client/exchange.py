@@ -9,7 +9,14 @@ from typing import Any
 
 from thetalker.data.prompts import Prompt
 
-__all__ = ["ERROR_BODY_LIMIT", "Exchange", "WsExchange", "describe", "is_stream_type"]
+__all__ = [
+    "ERROR_BODY_LIMIT",
+    "Exchange",
+    "WsExchange",
+    "describe",
+    "is_stream_type",
+    "seen_failed",
+]
 
 # What is read of a body that is not the stream asked for (its error message, at most).
 ERROR_BODY_LIMIT = 64 * 1024
@@ -76,3 +83,16 @@ class WsExchange:
     close_code: int | None = None
     failure: tuple[str, str] | None = None  # (error type, message) seen on the receive path
     on_wire: bool = False  # counted in flight by its sender (from the handshake's end)
+
+
+def seen_failed(ex: Exchange | WsExchange, sse: bool) -> bool:
+    """Whether a finished request has failed as far as the receive path can tell, without
+    decoding anything (the progress lines during a point; the record may find more, e.g. a
+    half sample at the end). A dropped arrival is no failure (the point's `n_failed`)."""
+    if ex.failure is not None:
+        return ex.failure[0] != "dropped"
+    if not ex.pieces:
+        return True  # no audio: `empty`, or an error body (which is not kept as a piece)
+    if isinstance(ex, WsExchange):
+        return False
+    return (ex.status or 0) >= 400 or not is_stream_type(ex.content_type, sse)

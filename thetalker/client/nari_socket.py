@@ -29,6 +29,7 @@ from typing import Any
 
 import aiohttp
 
+from thetalker.client.events import BadEvent, load_event
 from thetalker.client.exchange import WsExchange
 from thetalker.client.websocket import (
     agent_session,
@@ -75,9 +76,11 @@ def _end(sequence: int) -> str:
 def _stop_reason(ex: WsExchange, raw: str) -> None:
     """A `response.done` whose `stop_reason` is not `stop` (e.g. `cancelled`) failed."""
     try:
-        reason = json.loads(raw).get("stop_reason")
-    except (ValueError, AttributeError):
-        reason = None
+        value = load_event(raw)
+    except BadEvent as exc:  # read once already (receive_frames): never expected here
+        ex.failure = ex.failure or ("bad_event", str(exc))
+        return
+    reason = value.get("stop_reason") if isinstance(value, dict) else None
     if reason not in (None, "stop") and ex.failure is None:
         ex.failure = ("ws_error", f"response.done with stop_reason {reason!r}")
 

@@ -1,8 +1,11 @@
 """Progress during a load point, and the point's end line, each figure with its unit.
 
 The run counts its scored requests in a `Tally`; every `interval_s` (the reporter's
-attribute, else `DEFAULT_INTERVAL_S`) and once when the scored requests end, it hands a
-`Progress` snapshot to the caller's reporter. Reporters
+attribute, else `DEFAULT_INTERVAL_S`) and once when the point's records are written, it
+hands a `Progress` snapshot to the caller's reporter. The lines during the point count the
+failures the receive path has seen; some only the record finds (a half sample at the end,
+an event the client cannot read), so the last line counts the failed records, by the
+point's own definition (`n_failed`: thetalker.metrics.point), and agrees with its result. Reporters
 here: `LineReporter` (one log line per report, for a log or a pipe) and `TtyReporter` (a
 single-line bar rewritten with `\\r`, for a terminal):
 
@@ -13,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
 from thetalker.data import layout
+from thetalker.metrics.point import is_dropped
 
 __all__ = [
     "DEFAULT_INTERVAL_S",
@@ -69,6 +73,14 @@ class Tally:
     def add(self, ok: bool) -> None:
         self.done += 1
         self.errors += not ok
+
+    def settle(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """The counts from the point's records: done, every scored request recorded (a
+        dropped arrival too, as it counts toward the total); errors, those that failed, a
+        dropped arrival aside (the point's `n_failed`)."""
+        measured = [r for r in records if not r.get("warmup")]
+        self.done = len(measured)
+        self.errors = sum(1 for r in measured if not r.get("ok") and not is_dropped(r))
 
     def snapshot(self, now: float | None = None) -> Progress:
         now = time.monotonic() if now is None else now

@@ -24,12 +24,14 @@ from thetalker.util.no_redirect import redirect_answer
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
+    "MAX_RESPONSE_READS",
     "ResponseTooLarge",
     "StampedBody",
     "StampingConnector",
     "read_at_most",
     "receive_response",
     "too_large",
+    "too_many",
 ]
 
 # The most one response may bring (its audio, or a probe's): past it the request fails
@@ -38,6 +40,12 @@ __all__ = [
 # socket's frame bound is the same figure (thetalker.client.websocket.MAX_FRAME_BYTES);
 # 64 MiB is ~23 minutes of 24 kHz 16-bit audio.
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+# And the most reads (non-empty pieces) it may bring: each costs ~150 bytes of lists here and
+# ~50 characters of its record, whatever its size, so 1-byte chunks under the byte bound
+# cost 716 MB of memory and a 161 MB records line for 4 MB of audio. Past it: `too_large`,
+# the rest not read. 100,000 reads is ~17 minutes of audio in 10 ms pieces; an SSE stream's
+# audio events are bounded alike (thetalker.client.decode).
+MAX_RESPONSE_READS = 100_000
 
 
 async def receive_response(
@@ -54,6 +62,7 @@ async def receive_response(
     `X-Sample-Rate`), kept in `ex.rate_header`."""
     times, pieces, ends = ex.times, ex.pieces, ex.ends
     room = MAX_RESPONSE_BYTES  # bytes this response may still bring
+    reads_left = MAX_RESPONSE_READS
     ex.t_send = time.perf_counter()
     try:
         async with (
@@ -72,11 +81,16 @@ async def receive_response(
             if resp.status >= 400 or not is_stream_type(resp.content_type, sse):
                 ex.error_body = await resp.content.read(ERROR_BODY_LIMIT)
                 return
-            # The hot loop: one clock read, three appends, the read noted and its size
-            # counted per piece.
+            # The hot loop: one clock read, three appends, the read noted and counted, its
+            # size counted.
             async for data, end_of_chunk in resp.content.iter_chunks():
                 if data:
                     t = time.perf_counter()
+                    if not reads_left:
+                        ex.failure = ("too_large", too_many(MAX_RESPONSE_READS, "reads"))
+                        resp.close()  # the connection goes: the rest is never read
+                        return
+                    reads_left -= 1
                     times.append(t)
                     pieces.append(data)
                     ends.append(end_of_chunk)
@@ -84,7 +98,7 @@ async def receive_response(
                     room -= len(data)
                     if room < 0:
                         ex.failure = ("too_large", too_large(MAX_RESPONSE_BYTES))
-                        resp.close()  # the connection goes: the rest is never read
+                        resp.close()
                         return
                 elif end_of_chunk and ends:
                     ends[-1] = True
@@ -102,6 +116,11 @@ async def receive_response(
 def too_large(limit: int) -> str:
     """The message of a response cut at `limit` bytes."""
     return f"the response passed {limit} bytes ({limit / 2**20:.3g} MiB); the rest was not read"
+
+
+def too_many(limit: int, what: str, whole: str = "response") -> str:
+    """The message of a response (or session) cut at `limit` reads, events or messages."""
+    return f"the {whole} passed {limit} {what}; the rest was not read"
 
 
 class ResponseTooLarge(Exception):

@@ -15,7 +15,7 @@ from thetalker.api.speech import SpeechApiError, normalize_base_url, register_vo
 from thetalker.backends import SAMPLE_RATE_HEADER, ServerApi
 from thetalker.client.body import BodyEncoder, build_request_body
 from thetalker.client.context import RunContext
-from thetalker.client.exchange import Exchange
+from thetalker.client.exchange import Exchange, seen_failed
 from thetalker.client.gc_pause import no_gc_pauses
 from thetalker.client.options import (
     BenchError,
@@ -101,7 +101,7 @@ async def arun_benchmark(
 
     def count(ex: Exchange) -> None:  # scored requests only; the record decides the rest
         if not ex.warmup:
-            tally.add(not (ex.failure or (ex.status or 0) >= 400))
+            tally.add(not seen_failed(ex, opts.stream_format == "sse"))
 
     encoder = BodyEncoder(opts, ref_uri, api)
     if opts.protocol == "websocket":  # the agent mode: one session per request
@@ -179,12 +179,13 @@ async def arun_benchmark(
                     reporting.cancel()
             if scored_window is not None:  # ... and after the scored requests
                 await asyncio.to_thread(scored_window, "end", ctx.t_origin)
-            if progress is not None:
-                progress(tally.snapshot())
             complete = True
     finally:
         max_in_flight = max(max_in_flight, send.max_in_flight)
         records = sink.close()
+        if complete and progress is not None:  # the last line: the records' counts
+            tally.settle(records)
+            progress(tally.snapshot())
         if records or complete:
             summary = point_summary(
                 records, opts, ctx.sample_rate, rate_source, complete, max_in_flight

@@ -29,11 +29,12 @@ import aiohttp
 
 from thetalker.api.speech import normalize_base_url
 from thetalker.backends import ServerApi
+from thetalker.client.events import BadEvent, load_event, short_text
 from thetalker.client.exchange import WsExchange, describe
 from thetalker.client.handoff import note_read
 from thetalker.client.options import BenchOptions, server_api
 from thetalker.client.pacing import load_trace, piece_offsets, text_pieces, words_per_s
-from thetalker.client.receive import MAX_RESPONSE_BYTES, too_large
+from thetalker.client.receive import MAX_RESPONSE_BYTES, MAX_RESPONSE_READS, too_large, too_many
 from thetalker.util.no_redirect import RedirectRefused
 
 __all__ = [
@@ -59,6 +60,10 @@ MAX_FRAME_BYTES = MAX_RESPONSE_BYTES
 # And the most a whole session brings (frames and events): many frames each under the frame
 # bound would otherwise fill memory until the timeout. Past it: `too_large`, as over HTTP.
 MAX_SESSION_BYTES = MAX_RESPONSE_BYTES
+# And the most messages (frames, events, empty ones too) it brings: an empty text frame
+# weighs 0 bytes, yet each is held as an event (3.55 M of them in 10 s: 1.8 GB). The same
+# figure as an HTTP response's reads; past it: `too_large`, naming the bound.
+MAX_SESSION_MESSAGES = MAX_RESPONSE_READS
 _INPUT_DONE = json.dumps({"type": "input.done"})
 _SESSION_CLOSE = json.dumps({"type": "session.close"})
 
@@ -160,6 +165,7 @@ async def receive_frames(
     binary, text = aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT
     marker = f'"{done}"'
     room = MAX_SESSION_BYTES  # bytes the session may still bring
+    messages_left = MAX_SESSION_MESSAGES  # and messages
     while True:
         msg = await ws.receive()
         t = time.perf_counter()
@@ -169,6 +175,11 @@ async def receive_frames(
             if room < 0:
                 ex.failure = ("too_large", too_large(MAX_SESSION_BYTES))
                 return  # the socket closes with the session
+            if not messages_left:
+                why = too_many(MAX_SESSION_MESSAGES, "messages", "session")
+                ex.failure = ("too_large", why)
+                return
+            messages_left -= 1
         if msg.type == binary:
             if msg.data:  # a frame with no bytes is no audio (as an empty HTTP piece)
                 times.append(t)
@@ -176,7 +187,11 @@ async def receive_frames(
         elif msg.type == text:
             events.append((t, msg.data, len(frames)))
             if marker in msg.data or '"error"' in msg.data:
-                kind = _event_type(msg.data)
+                try:
+                    kind = _event_type(msg.data)
+                except BadEvent as exc:  # it fails its session, never the run
+                    ex.failure = ("bad_event", str(exc))
+                    return
                 if kind == done:
                     ex.session_done = True
                     ex.t_end = t  # the session's end; closing the socket is not timed
@@ -193,10 +208,8 @@ async def receive_frames(
 
 
 def _event_type(raw: str) -> str | None:
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        return None
+    """An event's `type`; BadEvent for one JSON cannot take (it fails the session)."""
+    value = load_event(raw)
     return value.get("type") if isinstance(value, dict) else None
 
 
@@ -204,16 +217,16 @@ def _event_message(raw: str) -> str:
     """An `error` event's message: vllm-omni's top-level `message`, or Nari's
     `error.message` (with its `code`)."""
     try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
+        value = load_event(raw)
+    except BadEvent:
         return raw[:300]
     if not isinstance(value, dict):
         return raw[:300]
     nested = value.get("error")
     if "message" not in value and isinstance(nested, dict) and "message" in nested:
-        code = f"{nested['code']}: " if nested.get("code") else ""
-        return (code + str(nested["message"]))[:300]
-    return str(value.get("message", raw))[:300]
+        code = f"{short_text(nested['code'])}: " if nested.get("code") else ""
+        return (code + short_text(nested["message"]))[:300]
+    return short_text(value.get("message", raw))
 
 
 def _closed_message(

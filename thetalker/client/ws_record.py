@@ -10,13 +10,12 @@ given), never `audio.start`'s `sample_rate`, which 0.30.0 states as 24000 for ev
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any
 
 from thetalker import metrics
 from thetalker.backends import AgentProtocol
 from thetalker.client.context import RunContext, exchange_fields, figures_of, saved_audio
+from thetalker.client.events import BadEvent, load_event, shallow, short_text
 from thetalker.client.exchange import WsExchange
 from thetalker.data.records import Record
 
@@ -43,30 +42,26 @@ _EVENT_KEYS = (
 )
 
 
-def parse_events(ex: WsExchange, t0: float) -> list[dict[str, Any]]:
-    """The server's events: their kept keys, `t_s` from `t0`, and `frames_before`."""
+def parse_events(ex: WsExchange, t0: float) -> tuple[list[dict[str, Any]], str | None]:
+    """The server's events: their kept keys (each value at most `MAX_KEPT_DEPTH` deep),
+    `t_s` from `t0`, and `frames_before`; and why the first event that cannot be read
+    (`BadEvent`: not JSON, too deep, a number too long) could not, else None. Such an
+    event is kept as its reason."""
     out = []
+    bad: str | None = None
     for t, raw, frames_before in ex.events:
         try:  # a server's NaN or Infinity becomes null: records are standard JSON
-            value = json.loads(raw, parse_constant=_null, parse_float=_finite_or_null)
-        except json.JSONDecodeError:
-            value = {"type": None, "message": raw[:300]}
+            value = load_event(raw)
+        except BadEvent as exc:
+            bad = bad or str(exc)
+            value = {"type": None, "message": str(exc)}
         if not isinstance(value, dict):
             value = {"type": None, "message": raw[:300]}
-        event = {k: value[k] for k in _EVENT_KEYS if k in value}
+        event = {k: shallow(value[k]) for k in _EVENT_KEYS if k in value}
         event["t_s"] = t - t0
         event["frames_before"] = frames_before
         out.append(event)
-    return out
-
-
-def _null(_token: str) -> None:
-    return None
-
-
-def _finite_or_null(text: str) -> float | None:
-    value = float(text)
-    return value if math.isfinite(value) else None
+    return out, bad
 
 
 def _squeeze(text: str) -> str:
@@ -116,9 +111,9 @@ def _error_text(event: dict[str, Any]) -> str:
     """An error event's message: top-level (vllm-omni) or `error.message` (Nari)."""
     nested = event.get("error")
     if "message" not in event and isinstance(nested, dict):
-        code = f"{nested['code']}: " if nested.get("code") else ""
-        return code + str(nested.get("message", ""))
-    return str(event.get("message", ""))
+        code = f"{short_text(nested['code'])}: " if nested.get("code") else ""
+        return code + short_text(nested.get("message", ""))
+    return short_text(event.get("message", ""))
 
 
 def _failure(
@@ -157,12 +152,14 @@ def build_ws_record(ctx: RunContext, ex: WsExchange) -> Record:
     """Type the session's failure, derive its figures, save its audio."""
     opts, rate = ctx.opts, ctx.sample_rate
     t_send = ex.t_send if ex.t_send is not None else ctx.t_origin
-    events = parse_events(ex, t_send)
+    events, bad_event = parse_events(ex, t_send)
     pcm = b"".join(ex.pieces)
     sizes = [len(p) for p in ex.pieces]
     protocol = ctx.api.agent
     assert protocol is not None  # validate_options: the websocket protocol needs a socket
     failure = _failure(ex, events, len(pcm), protocol)
+    if bad_event is not None and (failure is None or failure[0] == "ws_error"):
+        failure = ("bad_event", bad_event)  # an event the client cannot read fails it
     if failure is not None and failure[0] in ("ws_error", "session_refused"):
         # The server's words may say more than the socket's event does (Nari's service_failed).
         failure = (ctx.api.errors.event_failure_type(failure[0], failure[1]), failure[1])

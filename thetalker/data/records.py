@@ -230,8 +230,9 @@ ERROR_TYPES = (
     "content_type",  # 200 with a non-audio body (e.g. JSON)
     "odd_bytes",  # a half sample left at the end of the stream
     "timeout",  # the per-request timeout expired
-    "too_large",  # the response passed 64 MiB (thetalker.client.receive.MAX_RESPONSE_BYTES)
+    "too_large",  # past 64 MiB or 100,000 reads (thetalker.client.receive.MAX_RESPONSE_*)
     "sse_error",  # an SSE error event (`speech.audio.error`; sglang-omni's `error`)
+    "bad_event",  # a server event the client cannot read (not JSON, too deep, a number too long)
     "empty",  # 200 with no audio at all
     "cancelled",  # the run stopped (Ctrl-C, server died) before this request finished
     "dropped",  # open loop: the arrival found max_in_flight requests in flight, never sent

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
+from scipy.ndimage import maximum_filter1d
 
 from thetalker.data.records import RecordError, read_records, write_json
 from thetalker.data.wavio import WavError, read_wav
@@ -166,7 +167,11 @@ def clicking_joins(
     window_s: float = JOIN_WINDOW_S,
 ) -> np.ndarray:
     """The joins (sample indices) whose step |x[j] - x[j-1]| exceeds `ratio` times the
-    largest step inside the chunks within `window_s` either side, and is at least `floor`."""
+    local slope and is at least `floor`. The local slope is the largest step within
+    `window_s` either side, each side judged by its steps inside chunks; a side with none
+    (every sample a join: chunks of one sample) by all its steps, joins included (the
+    judged one never), so a clean sine cut into 1-sample chunks has no click and a jump in
+    it still stands out."""
     if x.size < 2 or joins.size == 0:
         return np.empty(0, dtype=np.int64)
     steps = np.abs(np.diff(x))  # steps[i] = |x[i+1] - x[i]|; the join at j is steps[j-1]
@@ -174,14 +179,33 @@ def clicking_joins(
     is_join[joins - 1] = True
     inner = np.where(is_join, 0.0, steps)  # a join step is no step inside a chunk
     w = max(1, int(round(window_s * sample_rate)))
-    out = []
-    for j in joins:
-        lo, hi = max(0, j - 1 - w), min(steps.size, j + w)
-        local = float(inner[lo:hi].max()) if hi > lo else 0.0
-        step = float(steps[j - 1])
-        if step >= floor and step > ratio * local:
-            out.append(int(j))
-    return np.asarray(out, dtype=np.int64)
+    at = joins - 1  # each join's step
+    # Per side: the window [s - w, s) to the left of step s, (s, s + w] to its right.
+    inner_max = _window_max(inner, w)
+    any_max = _window_max(steps, w)
+    inner_count = _window_count(~is_join, w)
+
+    def side(first: np.ndarray) -> np.ndarray:  # `first`: each window's first index, padded
+        return np.where(inner_count[first] > 0, inner_max[first], any_max[first])
+
+    local = np.maximum(side(at), side(at + w + 1))
+    step = steps[at]
+    return joins[(step >= floor) & (step > ratio * local)].astype(np.int64)
+
+
+def _window_max(values: np.ndarray, w: int) -> np.ndarray:
+    """M[k] = max of `values` padded with w zeros before and w + 1 after, over [k, k + w)
+    (the values are steps, never negative: a zero pads nothing)."""
+    padded = np.concatenate([np.zeros(w), values, np.zeros(w + 1)])
+    return maximum_filter1d(padded, size=w, mode="constant", cval=0.0, origin=-(w // 2))
+
+
+def _window_count(flags: np.ndarray, w: int) -> np.ndarray:
+    """C[k] = how many of `flags` (padded as `_window_max` pads) are set in [k, k + w)."""
+    padded = np.concatenate([np.zeros(w), flags.astype(np.int64), np.zeros(w + 1)])
+    total = np.concatenate([[0], np.cumsum(padded)])
+    ends = np.minimum(np.arange(padded.size) + w, padded.size)
+    return total[ends] - total[: padded.size]
 
 
 def clip_runs(ints: np.ndarray, run: int = CLIP_RUN, level: int = CLIP_LEVEL) -> int:
