@@ -281,3 +281,15 @@ def test_a_stalled_pick_gets_a_second_player_with_its_stalls_as_silence(tmp_path
     assert "as a real-time player heard it: stalls as silence" in page
     # Every pick of that stream (it is the slowest audible first audio too) has both players.
     assert page.count("<audio controls") == 2 * len(data["picks"])
+
+
+def test_a_stall_longer_than_the_silence_bound_is_cut_to_it():
+    """A stall can last up to a timeout: the render holds STALL_SILENCE_MAX_S of silence in
+    all, and a stall after the kept audio is not heard."""
+    from thetalker.quality.pack_audio import STALL_SILENCE_MAX_S, stalls_as_silence
+
+    pcm = b"\x01\x00" * RATE  # 1 s
+    audio, silence = stalls_as_silence(pcm, RATE, 2, [(8000, 100.0), (16000, 5.0), (64000, 1.0)])
+    assert silence == int(STALL_SILENCE_MAX_S * RATE) * 2
+    assert len(audio) == len(pcm) + silence
+    assert audio[:8000] == pcm[:8000] and not any(audio[8000 : 8000 + silence])
