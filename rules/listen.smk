@@ -90,8 +90,9 @@ rule naturalness_report:
         "python -m thetalker.report.naturalness --dnsmos {input} --table {output.table} > {log} 2>&1"
 
 
-# The worst streams of a point by each figure: their WAVs under listen/ and one page of
-# players (each WAV embedded) that plays in the Snakemake report's iframe.
+# The worst streams of a point by each figure: their WAVs under listen/ (one cut copy per
+# stream) and one page of players (WAVs embedded up to a budget, then linked) that plays in
+# the Snakemake report's iframe.
 rule listening_pack:
     input:
         unpack(pack_inputs),

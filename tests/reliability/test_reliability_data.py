@@ -20,10 +20,18 @@ import pytest
 from tests.support.paths import REPO
 from tests.support.scripted_server import Script, ScriptedServer
 from thetalker.client import BenchError, BenchOptions, run_benchmark
+from thetalker.client.context import audio_file_name
 from thetalker.data import records as records_mod
+from thetalker.data import wavio
 from thetalker.data.prompts import Prompt, PromptError, load_prompts
 from thetalker.data.records import RecordError, read_json, read_records
-from thetalker.data.wavio import WavError, build_wav_header, check_reference_clip, write_wav
+from thetalker.data.wavio import (
+    WavError,
+    build_wav_header,
+    check_reference_clip,
+    read_wav,
+    write_wav,
+)
 from thetalker.report import points
 
 
@@ -183,6 +191,78 @@ def test_write_errors_name_the_file(tmp_path: Path):
     assert str(target) in str(info.value) and "request 7" in str(info.value)
     with contextlib.suppress(OSError):
         fh.close()
+
+
+def _check_audio_left(out: Path, audio: Path, err: str | None) -> None:
+    """Every record kept and the summary written; each saved WAV whole, none half-written."""
+    recs = list(read_records(out / "records.jsonl"))
+    assert sorted(r["request_index"] for r in recs) == list(range(12))
+    assert all(r["ok"] for r in recs)
+    assert read_json(out / "summary.json")["n_ok"] == 12
+    saved = [r for r in recs if r["audio_path"]]
+    lost = [r for r in recs if not r["audio_path"]]
+    assert saved and lost, (len(saved), len(lost))
+    for rec in saved:  # a kept WAV reads back whole, its header true
+        pcm, _ = read_wav(out / rec["audio_path"])
+        assert len(pcm) == sum(rec["chunk_bytes"])
+    # Nothing else left in the audio folder: no truncated WAV, no temporary file.
+    assert sorted(p.name for p in audio.iterdir()) == sorted(
+        Path(r["audio_path"]).name for r in saved
+    )
+    if err is None:
+        return
+    # The warning names the file that could not be written and why.
+    first = audio / audio_file_name(lost[0]["request_index"], lost[0]["sample_id"])
+    assert f"{first}: " in err and "No space left" in err and "record kept" in err
+
+
+@pytest.mark.parametrize("loop", ["closed", "open"])  # writer thread (workers) / writer process
+def test_a_full_disk_under_the_saved_audio_keeps_every_record_and_the_summary(
+    scripted_server: ScriptedServer, tmp_path: Path, loop: str, capfd: pytest.CaptureFixture[str]
+):
+    """Issue 45 (weak): the audio folder on a full disk, the records on another with room.
+    Before: `writing records failed: OSError: [Errno 28]` naming no file, 6 of 12 records
+    lost, a truncated WAV left and no summary.json."""
+    scripted_server.default = Script(chunks=((0.0, 9600),))  # a 9,644-byte WAV a request
+    out = tmp_path / "c2"
+    with tiny_tmpfs(tmp_path / "disk") as disk:
+        kw: dict[str, Any] = {"concurrency": 2, "workers": 2}
+        if loop == "open":
+            kw = {"request_rate": 50.0}
+        opts = _opts(scripted_server, requests=12, save_audio_dir=str(disk / "audio"), **kw)
+        run_benchmark(opts, [Prompt(f"s{i}", f"sentence {i}") for i in range(3)], out)
+        # The writer process's stderr is not the one capfd holds; the thread's workers' is.
+        err = capfd.readouterr().err if loop == "closed" else None
+        _check_audio_left(out, disk / "audio", err)
+
+
+def test_a_failed_audio_write_keeps_the_record_without_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """The same without a tmpfs, in this process (records are built in a writer or worker
+    process, which a patch cannot reach): half the WAV's bytes go out and then the write
+    fails as a full disk does (ENOSPC). No audio_path, a warning naming the file, no file."""
+    from types import SimpleNamespace
+
+    from thetalker.client.context import RunContext, saved_audio
+
+    def failing(path: Path, data: bytes) -> None:
+        path.write_bytes(data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    out = tmp_path / "c2"
+    opts = BenchOptions(base_url="http://127.0.0.1:9", speaker="x", requests=2, warmup=0,
+                        sample_rate=24000, save_audio_dir=str(out / "audio"))  # fmt: skip
+    ctx = RunContext.for_run(opts, out, 0.0, 24000)
+    ex = SimpleNamespace(request_index=3, warmup=False, prompt=Prompt("s3", "x"))
+    assert saved_audio(ctx, ex, True, b"\x01\x00" * 4800, 24000) == "audio/00003_s3.wav"  # type: ignore[arg-type]
+    monkeypatch.setattr(wavio, "_write_file", failing)
+    ex4 = SimpleNamespace(request_index=4, warmup=False, prompt=Prompt("s4", "x"))
+    assert saved_audio(ctx, ex4, True, b"\x01\x00" * 4800, 24000) is None  # type: ignore[arg-type]
+    assert sorted(p.name for p in (out / "audio").iterdir()) == ["00003_s3.wav"]
+    err = capsys.readouterr().err
+    assert f"{out / 'audio' / '00004_s4.wav'}: saving the audio of request 4 failed: " in err
+    assert "No space left on device; its record kept without audio_path" in err
 
 
 # --- torn and incomplete records files -------------------------------------------------------

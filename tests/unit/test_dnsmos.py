@@ -113,3 +113,82 @@ def test_without_speechmos_the_file_says_not_installed(tmp_path, monkeypatch):
         "reason": "speechmos not installed (pip install ...)",
     }
     dnsmos._scorer.cache_clear()
+
+
+def _point_of(tmp_path, streams: dict[str, np.ndarray], rate: int = 16_000):
+    """A records file with one ok record per named stream (floats), its WAV saved."""
+    path = tmp_path / "records.jsonl"
+    with path.open("w", encoding="utf-8") as fh:
+        for i, (name, x) in enumerate(streams.items()):
+            rec = make_record(i)
+            rec.update(sample_id=name, audio_path=f"audio/{name}.wav", sample_rate=rate,
+                       audio_s=x.size / rate, chunk_arrival_s=[0.05],
+                       chunk_bytes=[2 * x.size])  # fmt: skip
+            write_wav(tmp_path / rec["audio_path"], (x * 32767).astype("<i2").tobytes(), rate)
+            append_record(fh, rec)
+        append_record(fh, make_record(len(streams), ok=False))
+    return path
+
+
+def test_silence_and_a_single_sample_count_at_the_floor_like_a_failure(tmp_path):
+    """Issue 45 item 5: the model scores 2 s of digital silence OVRL 1.84 and one sample
+    1.27 to 1.80, above a failed request's 1.0. Neither has an audible onset (the records'
+    own rule): each counts at the floor, with its reason named, as a failure does."""
+    path = _point_of(tmp_path, {"silence": np.zeros(32_000), "one": np.array([0.3])})
+    rows = dnsmos.point_scores(path)
+    assert [r["sample_id"] for r in rows] == ["silence", "one", "s2"]
+    for row in rows:
+        assert not row["scored"]
+        assert (row["sig"], row["bak"], row["ovrl"]) == (dnsmos.FAILED_SCORE,) * 3
+    assert [r["unscored_reason"] for r in rows] == ["no audible onset"] * 2 + ["failed"]
+
+
+def test_a_score_below_the_floor_is_kept_as_it_is_and_flagged(tmp_path, piper_speech):
+    """The published polynomials can map a window below 1.0 (a clean tone has scored 0.96):
+    such a score is kept, not clipped up to the floor, and the row says it is below."""
+    scorer = _scorer()
+    x, rate = piper_speech
+    path = _point_of(tmp_path, {"speech": x}, rate)
+    (good, failed) = dnsmos.point_scores(path)
+    assert good["scored"] and good["below_floor"] is False and good["unscored_reason"] is None
+    assert failed["below_floor"] is False
+
+    class Low:
+        def score(self, x, rate):
+            return {"sig": 1.2, "bak": 1.1, "ovrl": 0.96}
+
+    dnsmos._scorer.cache_clear()
+    try:
+        import unittest.mock
+
+        with unittest.mock.patch.object(dnsmos, "_scorer", lambda threads: Low()):
+            (low, _) = dnsmos.point_scores(path)
+    finally:
+        dnsmos._scorer.cache_clear()
+    assert low["scored"] and low["ovrl"] == 0.96 and low["below_floor"] is True
+    assert scorer is not None
+
+
+def test_a_long_stream_is_scored_on_its_first_max_scored_s_only(tmp_path, monkeypatch):
+    """Issue 45 (weak, listening stage unbounded): a runaway stream of minutes cost the model
+    one window per second of it. Only the first MAX_SCORED_S seconds reach the model, and the
+    row says how much was scored of how much there was."""
+    rate = 16_000
+    seconds = dnsmos.MAX_SCORED_S + 15
+    t = np.arange(int(seconds * rate)) / rate
+    path = _point_of(tmp_path, {"long": 0.3 * np.sin(2 * np.pi * 200 * t)}, rate)
+    got: list[int] = []
+
+    class Counting:
+        def score(self, x, r):
+            got.append(x.size)
+            return {"sig": 3.0, "bak": 3.0, "ovrl": 3.0}
+
+    monkeypatch.setattr(dnsmos, "_scorer", lambda threads: Counting())
+    (row, _) = dnsmos.point_scores(path)
+    assert got == [int(dnsmos.MAX_SCORED_S * rate)]
+    assert row["scored_s"] == dnsmos.MAX_SCORED_S and row["audio_s"] == pytest.approx(seconds)
+    # What the model is given, at most: a window a second past the first 9.01 s (fewer:
+    # speechmos's cut drops a window that float rounding leaves a sample short).
+    most = int(dnsmos.MAX_SCORED_S - dnsmos.WINDOW_S) + 1
+    assert len(dnsmos.windows(np.zeros(int(dnsmos.MAX_SCORED_S * dnsmos.SAMPLE_RATE)))) <= most

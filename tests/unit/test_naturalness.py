@@ -78,3 +78,29 @@ def test_a_rate_point_is_compared_with_the_lowest_rate_and_rounds_keep_their_nam
     assert by["r2"]["ovrl_vs_lowest"] == pytest.approx(-1.0)
     assert by["c8"]["lowest_load"] == "c1"
     assert by["r1"].get("ovrl_vs_lowest") is None  # the lowest rate
+
+
+def test_silent_streams_are_named_and_a_score_below_the_floor_is_shown_as_it_is(tmp_path):
+    """Issue 45 item 5: a stream with no audible onset counts at 1.0 with its reason named
+    beside the failures, and a score below the floor (0.96) stays in the mean as it is and
+    is counted in the row, not clipped up and not hidden."""
+    folder = tmp_path / "results" / "runs" / "a" / "piper" / "c1"
+    folder.mkdir(parents=True)
+    streams = [
+        {"sample_id": "p1", "ok": True, "scored": True, "sig": 3.0, "bak": 3.0, "ovrl": 3.04,
+         "unscored_reason": None, "below_floor": False},
+        {"sample_id": "p2", "ok": True, "scored": True, "sig": 1.2, "bak": 1.1, "ovrl": 0.96,
+         "unscored_reason": None, "below_floor": True},
+        {"sample_id": "p3", "ok": True, "scored": False, "sig": 1.0, "bak": 1.0, "ovrl": 1.0,
+         "unscored_reason": "no audible onset", "below_floor": False},
+        {"sample_id": "p4", "ok": False, "scored": False, "sig": 1.0, "bak": 1.0, "ovrl": 1.0,
+         "unscored_reason": "failed", "below_floor": False},
+    ]  # fmt: skip
+    (folder / "dnsmos.json").write_text(json.dumps({"available": True, "streams": streams}))
+    (row,) = naturalness.naturalness_rows([folder / "dnsmos.json"])
+    assert row["ovrl"] == pytest.approx((3.04 + 0.96 + 1.0 + 1.0) / 4)
+    assert row["below_floor"] == 1
+    text = naturalness.naturalness_table([row])
+    assert "| 4 (1 failed, 1 no audible onset; 1 below 1.0) |" in text
+    assert "a failed stream or one with no audible onset counts at 1.0" in text
+    assert "below the floor is kept as it is" in text

@@ -15,6 +15,7 @@ from thetalker.metrics import (
     PLAYER_MODELS,
     has_no_stall,
     passes_stall_gate,
+    pausing_stall_points,
     pausing_stalls_s,
     player_model,
     request_metrics,
@@ -55,6 +56,16 @@ def test_the_total_stall_breaks_the_gate():
     assert not passes_stall_gate(rec)
     # ...and vllm-omni's max deficit at 0.1 s also fails it (deficit 1.5 - 0.3 = 1.2 s)
     assert rec["max_underrun_s"] == pytest.approx(1.2)
+
+
+def test_each_stall_is_placed_after_the_audio_played_before_it():
+    # Every 0.5 s a 0.1 s chunk: the player runs dry after 1, 2 and 3 chunks; the stalls are
+    # pausing_stalls_s's, to the last bit, and none after the audio that kept ahead.
+    rec = _record([0.0, 0.5, 1.0, 1.5, 1.55])
+    points = pausing_stall_points(rec)
+    assert [b for b, _ in points] == [CHUNK, 2 * CHUNK, 3 * CHUNK]
+    assert [s for _, s in points] == pausing_stalls_s(rec)
+    assert pausing_stall_points(_record([0.0, 0.05, 0.1])) == []
 
 
 def test_the_gate_limits_are_inclusive():

@@ -47,9 +47,13 @@ def test_a_listening_pack_per_quality_point_in_the_report(quality_run):
         point = workdir / "results" / "quality" / system / "piper-joe" / "c2"
         pack = json.loads((point / "listen" / "pack.json").read_text())
         page = (point / "listen.html").read_text()
-        assert page.count("<audio controls") == len(pack["picks"]) > 0
+        # A player per pick, and a second for a stream the pausing player stalled on.
+        stalled = [p for p in pack["picks"] if p["stalled_file"]]
+        assert page.count("<audio controls") == len(pack["picks"]) + len(stalled) > 0
         for pick in pack["picks"]:
             assert (point / "listen" / pick["file"]).stat().st_size > 44
+        for pick in stalled:
+            assert (point / "listen" / pick["stalled_file"]).stat().st_size > 44
     out = workdir / "results" / "report-listen.html"
     result = smk_offline(workdir, "--report", str(out), "--configfile", config)
     assert result.returncode == 0, result.stderr[-3000:]

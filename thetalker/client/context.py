@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,11 +151,26 @@ def figures_of(
 
 
 def saved_audio(ctx: RunContext, ex: Exchange, ok: bool, pcm: bytes, rate: int) -> str | None:
-    """Write a scored, successful request's audio when the run saves it; its shown path."""
+    """Write a scored, successful request's audio when the run saves it; its shown path.
+
+    Audio that cannot be written (a full disk) costs the audio, never the record: a warning
+    names the file and why, the record is kept with no `audio_path` (the quality stage then
+    names the record as one whose audio was not saved), and no partial file is left."""
     wanted = ctx.save_below_index is None or ex.request_index < ctx.save_below_index
     if not (ok and not ex.warmup and ctx.save_dir is not None and wanted):
         return None
-    return display_path(write_wav(audio_file(ctx, ex), pcm, rate), ctx.out_dir)
+    path = audio_file(ctx, ex)
+    try:
+        return display_path(write_wav(path, pcm, rate), ctx.out_dir)
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        print(
+            f"warning: {path}: saving the audio of request {ex.request_index} failed: {why};"
+            " its record kept without audio_path",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
 
 
 def display_path(path: Path, out_dir: Path) -> str:

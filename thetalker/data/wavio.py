@@ -127,11 +127,23 @@ def wav_bytes(pcm: bytes, sample_rate: int, channels: int = 1) -> bytes:
 def write_wav(
     path: str | os.PathLike[str], pcm: bytes, sample_rate: int, channels: int = 1
 ) -> Path:
-    """Write s16le PCM as a WAV file (parents created); returns the path."""
+    """Write s16le PCM as a WAV file (parents created); returns the path. Written under a
+    temporary name and renamed: a write that fails (a full disk) leaves no file whose
+    header states more audio than it holds, and the temporary file is removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(wav_bytes(pcm, sample_rate, channels))
+    tmp = path.with_name(path.name + ".part")
+    try:
+        _write_file(tmp, wav_bytes(pcm, sample_rate, channels))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
 
 
 def read_wav(path: str | os.PathLike[str]) -> tuple[bytes, WavInfo]:

@@ -45,6 +45,7 @@ __all__ = [
     "PLAYER_MODELS",
     "player_model",
     "pausing_stalls_s",
+    "pausing_stall_points",
     "passes_stall_gate",
     "has_no_stall",
     "start_buffer_s",
@@ -148,6 +149,28 @@ def _stalls(arrivals: Sequence[float], sizes: Sequence[int], bps: float) -> list
         else:
             end = end + int(size) / bps
     return stalls
+
+
+def pausing_stall_points(record: Mapping[str, Any]) -> list[tuple[int, float]]:
+    """Where each stall of `pausing_stalls_s` falls: (bytes of the stream's audio played
+    before the player ran dry, seconds it waited), by the same additions as `_stalls`.
+    Empty for a record without its timeline (a slimmed one) or one that never stalled."""
+    arrivals = record.get("chunk_arrival_s") or []
+    sizes = record.get("chunk_bytes") or []
+    bps = bytes_per_second(int(record.get("sample_rate") or 0))
+    if not valid_timeline(arrivals, sizes, bps):
+        return []
+    end, played, points = float(arrivals[0]) + int(sizes[0]) / bps, int(sizes[0]), []
+    for arrival, size in zip(arrivals[1:], sizes[1:], strict=True):
+        t = float(arrival)
+        if t > end:
+            if t - end > _STALL_EPSILON_S:
+                points.append((played, t - end))
+            end = t + int(size) / bps
+        else:
+            end = end + int(size) / bps
+        played += int(size)
+    return points
 
 
 def passes_stall_gate(

@@ -14,6 +14,12 @@ than 9.01 s doubled onto itself until it is that long; windows of 9.01 s every 1
 window's raw scores mapped by the model's published polynomials; the clip's score the mean
 over windows. Audio at another rate is resampled with scipy's polyphase filter.
 
+What is scored: a stream with an audible onset (the record's own onset rule,
+thetalker.metrics.onset), its first MAX_SCORED_S seconds at most. A failed request, a stream
+with no audio and one with no audible onset (digital silence, a single sample: the model
+scores 2 s of zeros OVRL 1.84, above a failure) count at the floor, FAILED_SCORE, with the
+reason named. A score the polynomials map below the floor is kept as it is (`below_floor`).
+
 `main` writes a point's dnsmos.json; without speechmos it writes `available: false` and the
 reason, so the tables say "not installed", never a silent gap.
 """
@@ -35,11 +41,13 @@ import numpy as np
 
 from thetalker.data.records import RecordError, read_records, write_json
 from thetalker.data.wavio import WavError, read_wav
+from thetalker.metrics.onset import DEFAULT_ONSET, OnsetSettings, audible_onset_s
 
 __all__ = [
     "SAMPLE_RATE",
     "WINDOW_S",
     "FAILED_SCORE",
+    "MAX_SCORED_S",
     "SCORES",
     "NotInstalled",
     "model_path",
@@ -57,6 +65,10 @@ SCORES = ("sig", "bak", "ovrl")
 # A failed request, or one with no audible audio, is scored at the floor of the 1-5 scale:
 # a listener got nothing, which counts against the mean as a failure does everywhere.
 FAILED_SCORE = 1.0
+# A stream is scored on its first 30 s at most: 21 windows or fewer (about 20 s of CPU here).
+# A model that never emits its stop token streams minutes (three 30 MiB streams: 843 s);
+# a sentence of speech is far shorter, so this cuts only a runaway.
+MAX_SCORED_S = 30.0
 INSTALL_HINT = "pip install 'thetalker[quality]' (speechmos==0.0.1.1, onnxruntime)"
 
 # The polynomials mapping the raw P.835 outputs to MOS (speechmos.dnsmos, not personalized;
@@ -153,6 +165,8 @@ class Dnsmos:
             "onnxruntime": _version("onnxruntime"),
             "resampler": "scipy.signal.resample_poly",
             "failed_score": FAILED_SCORE,
+            "max_scored_s": MAX_SCORED_S,
+            "unscored": "failed, no audio, or no audible onset (the record's onset rule)",
         }
 
 
@@ -168,10 +182,28 @@ def _scorer(threads: int) -> Dnsmos:
     return Dnsmos(threads)
 
 
+def _onset_rule(rec: dict[str, Any]) -> OnsetSettings:
+    """The onset rule the record was measured by (the default where it names none)."""
+    try:
+        return OnsetSettings.from_label(str(rec["audible_onset_rule"]))
+    except (KeyError, ValueError):
+        return DEFAULT_ONSET
+
+
+def _unscored(rec: dict[str, Any]) -> str | None:
+    """Why a record is not given to the model before its audio is read, or None."""
+    if not rec.get("ok"):
+        return "failed"
+    if float(rec.get("audio_s") or 0.0) <= 0:
+        return "no audio"
+    return None
+
+
 def point_scores(records_path: str | os.PathLike[str], threads: int = 1) -> list[dict[str, Any]]:
     """One row per scored record of a point with saved audio (or failed), in file order:
-    request_index, sample_id, ok, audio_path and sig/bak/ovrl (FAILED_SCORE for a failed
-    request or a stream with no audio; `scored` False for those)."""
+    request_index, sample_id, ok, audio_path, audio_s, sig/bak/ovrl, `scored`,
+    `unscored_reason` ("failed", "no audio", "no audible onset": each at FAILED_SCORE),
+    `scored_s` (seconds given to the model, at most MAX_SCORED_S) and `below_floor`."""
     records_path = Path(records_path)
     base = records_path.parent
     rows = []
@@ -183,9 +215,10 @@ def point_scores(records_path: str | os.PathLike[str], threads: int = 1) -> list
             "sample_id": str(rec["sample_id"]),
             "ok": bool(rec.get("ok")),
             "audio_path": rec.get("audio_path"),
+            "audio_s": float(rec.get("audio_s") or 0.0),
         }
-        scores = None
-        if rec.get("ok") and float(rec.get("audio_s") or 0.0) > 0:
+        scores, scored_s, reason = None, None, _unscored(rec)
+        if reason is None:
             rel = rec.get("audio_path")
             if not rel:
                 raise RecordError(f"{records_path}: record {n}: ok record has no audio_path")
@@ -196,10 +229,19 @@ def point_scores(records_path: str | os.PathLike[str], threads: int = 1) -> list
                 raise RecordError(f"{records_path}: record {n}: {rel} not found") from None
             except WavError as exc:
                 raise RecordError(f"{records_path}: record {n}: {rel}: {exc}") from None
-            x = np.frombuffer(pcm[: len(pcm) - len(pcm) % 2], dtype="<i2") / 32768.0
-            scores = _scorer(threads).score(x, info.sample_rate)
+            ints = np.frombuffer(pcm[: len(pcm) - len(pcm) % 2], dtype="<i2")
+            if audible_onset_s(ints, info.sample_rate, _onset_rule(rec)) is None:
+                reason = "no audible onset"  # silence scores above a failure: not scored
+            else:
+                head = ints[: int(MAX_SCORED_S * info.sample_rate)]
+                scores = _scorer(threads).score(head / 32768.0, info.sample_rate)
+                scored_s = head.size / info.sample_rate
         row["scored"] = scores is not None
+        row["unscored_reason"] = reason
+        row["scored_s"] = scored_s
         row.update(scores or dict.fromkeys(SCORES, FAILED_SCORE))
+        # Kept as it is, never clipped up: a tone can map below the scale's floor.
+        row["below_floor"] = scores is not None and min(scores.values()) < FAILED_SCORE
         rows.append(row)
     if not rows:
         raise RecordError(f"{records_path}: no scored records (an empty run?)")

@@ -6,11 +6,15 @@ audible first audio, the largest stall, the highest sentence WER, the lowest DNS
 most clicking joins, the longest mid-stream silence, and any clipping, DC offset, cut ending
 or empty success), `per_figure` of each, each with the value that made it the worst:
 
-- `OUT_DIR/` the picked WAVs (copied, named `{figure}_{rank}_{original name}`) and pack.json
-  (the picks: figure, value, request_index, sample_id, text, file);
-- `OUT_HTML`, one self-contained page (each WAV embedded as a data URI) with an audio player
-  per pick and why it was picked, which plays in a browser on its own and inside the
-  Snakemake report (an HTML result is shown in an iframe; a WAV result would only download).
+- `OUT_DIR/` one WAV per picked stream, however many figures pick it (its original name,
+  its first KEEP_S seconds), for a stream the pausing player stalled on a second one with
+  the stalls as silence (`{stem}_stalls.wav`), and pack.json (the picks: figure, value,
+  request_index, sample_id, text, file, kept_s, audio_s, stalled_file, stalls_rendered_s);
+- `OUT_HTML`, one page with an audio player per pick (two for a stalled stream) and why it
+  was picked, each WAV embedded as a data URI up to EMBED_MAX_BYTES, so it plays in a
+  browser on its own and inside the Snakemake report (an HTML result is shown in an
+  iframe; a WAV result would only download); past that budget a player links its file.
+  The bounds: thetalker.quality.pack_audio.
 
 A figure no stream is bad on (no stall, no clicking join) has no pick, and says so. Inputs:
 the point's records.jsonl, health.json and dnsmos.json (thetalker.quality.health, .dnsmos)
@@ -20,7 +24,6 @@ and, where the point was transcribed, its transcripts.jsonl.
 from __future__ import annotations
 
 import argparse
-import base64
 import html
 import json
 import os
@@ -32,8 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from thetalker.data.records import RecordError, read_records, write_json
+from thetalker.data.wavio import WavError
+from thetalker.metrics.players import pausing_stall_points
+from thetalker.quality.pack_audio import EMBED_MAX_BYTES, KEEP_S, EmbedBudget, Kept, keep_stream
 
-__all__ = ["Pick", "FIGURES", "pick_worst", "write_pack", "main"]
+__all__ = ["Pick", "FIGURES", "KEEP_S", "EMBED_MAX_BYTES", "pick_worst", "write_pack", "main"]
 
 PER_FIGURE = 2
 
@@ -49,6 +55,10 @@ class Pick:
     text: str
     audio_path: str
     file: str = ""
+    kept_s: float = 0.0
+    audio_s: float = 0.0
+    stalled_file: str = ""
+    stalls_rendered_s: float = 0.0
 
 
 Row = Mapping[str, Any]
@@ -141,8 +151,7 @@ def pick_worst(rows: Sequence[Row], per_figure: int = PER_FIGURE) -> tuple[list[
     return picks, none
 
 
-def _slug(title: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in title.lower()).strip("_")
+STALLED_LABEL = "as a real-time player heard it: stalls as silence"
 
 
 def write_pack(
@@ -152,31 +161,53 @@ def write_pack(
     out_dir: Path,
     out_html: Path,
     label: str,
+    stall_points: Mapping[int, Sequence[tuple[int, float]]] | None = None,
+    embed_max_bytes: int = EMBED_MAX_BYTES,
 ) -> list[Pick]:
-    """Copy each pick's WAV into `out_dir` (with pack.json) and write the page `out_html`."""
+    """Keep each picked stream once in `out_dir` (cut to KEEP_S; with its stalls, from
+    `stall_points` by request index, rendered as silence), write pack.json and the page."""
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
+    kept: dict[int, Kept] = {}
     written = []
-    rank: dict[str, int] = {}
     for p in picks:
-        rank[p.figure] = rank.get(p.figure, 0) + 1
-        src = Path(p.audio_path) if Path(p.audio_path).is_absolute() else base / p.audio_path
-        name = f"{_slug(p.figure)}_{rank[p.figure]}_{Path(p.audio_path).name}"
-        shutil.copyfile(src, out_dir / name)
-        written.append(Pick(**{**asdict(p), "file": name}))
+        if p.request_index not in kept:
+            src = Path(p.audio_path) if Path(p.audio_path).is_absolute() else base / p.audio_path
+            points = (stall_points or {}).get(p.request_index) or []
+            kept[p.request_index] = keep_stream(src, out_dir, points)
+        k = kept[p.request_index]
+        written.append(Pick(**{**asdict(p), **asdict(k)}))
     write_json(
         out_dir / "pack.json",
         {"point": label, "picks": [asdict(p) for p in written], "none": list(none)},
     )
     out_html.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_html.with_name(out_html.name + ".tmp")
-    tmp.write_text(_page(written, none, out_dir, label), encoding="utf-8")
+    budget = EmbedBudget(out_html, out_dir, embed_max_bytes)
+    tmp.write_text(_page(written, none, budget, label), encoding="utf-8")
     os.replace(tmp, out_html)
     return written
 
 
-def _page(picks: Sequence[Pick], none: Sequence[str], out_dir: Path, label: str) -> str:
+def _player(src: str, title: str) -> str:
+    return (
+        f'<audio controls preload="metadata" title="{html.escape(title)}" '
+        f'src="{html.escape(src)}"></audio>'
+    )
+
+
+def _listen_cell(p: Pick, budget: EmbedBudget) -> str:
+    cell = _player(budget.src(p.file), p.file)
+    if p.kept_s < p.audio_s:
+        cell += f"<br>first {p.kept_s:g} s of {p.audio_s:.1f} s"
+    if p.stalled_file:
+        heard = _player(budget.src(p.stalled_file), p.stalled_file)
+        cell += f"<br>{STALLED_LABEL} ({p.stalls_rendered_s:.3f} s of silence):<br>{heard}"
+    return cell
+
+
+def _page(picks: Sequence[Pick], none: Sequence[str], budget: EmbedBudget, label: str) -> str:
     esc = html.escape
     parts = [
         "<!DOCTYPE html>",
@@ -187,17 +218,16 @@ def _page(picks: Sequence[Pick], none: Sequence[str], out_dir: Path, label: str)
         "</head><body>",
         f"<h1>Listening pack: {esc(label)}</h1>",
         "<p>The worst streams of this point by each figure, with what made each the worst "
-        "(thetalker.quality.pack; definitions in docs/quality.md).</p>",
+        "(thetalker.quality.pack; definitions in docs/quality.md). A stream the pausing "
+        "player stalled on plays twice: as received, and " + STALLED_LABEL + ".</p>",
         "<table><tr><th>worst by</th><th>value</th><th>request</th><th>text</th>"
         "<th>listen</th></tr>",
     ]
     for p in picks:
-        data = base64.b64encode((out_dir / p.file).read_bytes()).decode("ascii")
         parts.append(
             f"<tr><td>{esc(p.figure)}</td><td>{esc(p.value)}</td>"
             f"<td>{p.request_index} ({esc(p.sample_id)})</td><td>{esc(p.text)}</td>"
-            f'<td><audio controls preload="metadata" title="{esc(p.file)}" '
-            f'src="data:audio/wav;base64,{data}"></audio></td></tr>'
+            f"<td>{_listen_cell(p, budget)}</td></tr>"
         )
     parts.append("</table>")
     if none:
@@ -235,6 +265,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--html", required=True, type=Path, help="the page of players")
     p.add_argument("--label", default="", help="the point, in words (title of the page)")
     p.add_argument("--per-figure", type=int, default=PER_FIGURE)
+    p.add_argument(
+        "--embed-max-bytes",
+        type=int,
+        default=EMBED_MAX_BYTES,
+        help="WAV bytes the page embeds; later players link their file",
+    )
     args = p.parse_args(argv)
     try:
         records = list(read_records(args.records))
@@ -246,8 +282,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         picks, none = pick_worst(rows, args.per_figure)
         label = args.label or str(args.records.parent)
-        written = write_pack(picks, none, args.records.parent, args.out_dir, args.html, label)
-    except (RecordError, OSError, ValueError, KeyError) as exc:
+        stalls = {int(r["request_index"]): pausing_stall_points(r) for r in records}
+        written = write_pack(
+            picks,
+            none,
+            args.records.parent,
+            args.out_dir,
+            args.html,
+            label,
+            stalls,
+            args.embed_max_bytes,
+        )
+    except (RecordError, WavError, OSError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(

@@ -4,11 +4,13 @@ naturalness?": each load's OVRL against the lowest load of the same system, mode
 
 Means carry a percentile bootstrap interval over the point's streams
 (thetalker.metrics.intervals.bootstrap); a failed request or a stream with no audio is in
-the mean at the scale's floor (dnsmos.FAILED_SCORE). The difference against the lowest load
-is paired by prompt (`sample_id`: the same sentence at both loads, a bootstrap of the mean
-per-sentence difference) where both points share two or more prompts, each once; otherwise
-the two points are resampled on their own (`unpaired`). A point whose dnsmos.json says the
-model is not installed prints "not installed" in every cell.
+the mean at the scale's floor (dnsmos.FAILED_SCORE), and so is one with no audible onset,
+each counted by its reason; a score below the floor is kept as it is and counted. The
+difference against the lowest load is paired by prompt (`sample_id`: the same sentence at
+both loads, a bootstrap of the mean per-sentence difference) where both points share two or
+more prompts, each once; otherwise the two points are resampled on their own (`unpaired`).
+A point whose dnsmos.json says the model is not installed prints "not installed" in every
+cell.
 
     python -m thetalker.report.naturalness --dnsmos results/*/*/*/c*/dnsmos.json \
         --table results/tables/naturalness.md
@@ -25,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from thetalker.metrics.intervals import Interval, bootstrap
-from thetalker.quality.dnsmos import SCORES
+from thetalker.quality.dnsmos import FAILED_SCORE, SCORES
 from thetalker.report.common import MISSING, fmt_range, markdown_table, write_table
 from thetalker.report.health import PointFileError, load_point_file, point_order, point_source
 
@@ -92,6 +94,11 @@ def naturalness_rows(paths: Sequence[Path]) -> list[dict[str, Any]]:
             continue
         row["streams"] = len(streams)
         row["unscored"] = sum(1 for s in streams if not s.get("scored"))
+        row["unscored_reasons"] = _reasons(streams)
+        # Shown as it is: a score under the floor stays in the mean, counted here.
+        row["below_floor"] = sum(
+            1 for s in streams if s.get("scored") and min(float(s[k]) for k in SCORES) < 1.0
+        )
         for score in SCORES:
             _put(row, score, bootstrap([[float(s[score]) for s in streams]], _mean))
         # The lowest load of the same kind: streams against streams, a rate against a rate.
@@ -108,6 +115,27 @@ def naturalness_rows(paths: Sequence[Path]) -> list[dict[str, Any]]:
             )
         rows.append(row)
     return rows
+
+
+_REASON_ORDER = ("failed", "no audio", "no audible onset")
+
+
+def _reasons(streams: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Unscored streams by reason (a file from before reasons were written: failed or not)."""
+    counts: dict[str, int] = {}
+    for s in streams:
+        if not s.get("scored"):
+            why = s.get("unscored_reason") or ("silent" if s.get("ok") else "failed")
+            counts[why] = counts.get(why, 0) + 1
+    order = {r: i for i, r in enumerate(_REASON_ORDER)}
+    return dict(sorted(counts.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+
+
+def _streams_cell(row: Mapping[str, Any]) -> str:
+    notes = ", ".join(f"{n} {why}" for why, n in (row.get("unscored_reasons") or {}).items())
+    if row.get("below_floor"):
+        notes += ("; " if notes else "") + f"{row['below_floor']} below {FAILED_SCORE:.1f}"
+    return str(row.get("streams", MISSING)) + (f" ({notes})" if notes else "")
 
 
 def _cell(row: Mapping[str, Any], name: str) -> str:
@@ -131,9 +159,7 @@ def naturalness_table(rows: Sequence[Mapping[str, Any]]) -> str:
             diff += f" (vs {r['lowest_load']}, {r['ovrl_vs_lowest_pairing']})"
         elif r["available"]:
             diff = "(lowest load)"
-        streams = str(r.get("streams", MISSING))
-        if r.get("unscored"):
-            streams += f" ({r['unscored']} failed or silent)"
+        streams = _streams_cell(r)
         body.append(
             [r["system"], r["model"], r["run"], r["point"], streams]
             + [_cell(r, s) for s in SCORES]
@@ -145,7 +171,9 @@ def naturalness_table(rows: Sequence[Mapping[str, Any]]) -> str:
         text += f"\n{NOT_INSTALLED}: {reason}\n"
     text += (
         "\nMean DNSMOS P.835 (1-5; SIG speech, BAK background, OVRL overall) of the point's "
-        "streams with its 95% bootstrap interval; a failed or silent stream counts at 1.0. "
+        "streams with its 95% bootstrap interval; a failed stream or one with no audible onset "
+        "counts at 1.0 (the floor), and a score the model puts below the floor is kept as it "
+        "is (counted as `below 1.0` beside the streams). "
         "DNSMOS estimates how listeners rate noisy or processed human speech: compare a "
         "server with itself across loads and systems with each other, never as an absolute "
         "MOS. The last column: OVRL minus that of the lowest load of the same system and "
