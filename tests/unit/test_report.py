@@ -308,3 +308,15 @@ def test_captions_name_the_onset_rule_the_points_used(tmp_path, capsys):
         f"abs-30dBFS/20ms/10ms/2 (1 record), {default} (2 records); its audible figures "
         "pool them\n"
     )
+
+
+def test_a_table_cell_is_text_never_markup_or_a_new_row():
+    # Issue 45: what a server or a config wrote lands in a table as that text.
+    from thetalker.report.common import markdown_table
+    from thetalker.report.markdown import md_cell
+
+    hostile = "<img src=x onerror=alert(1)> & a|b\nc"
+    assert md_cell(hostile) == "&lt;img src=x onerror=alert(1)&gt; &amp; a\\|b c"
+    assert md_cell("a\\|b") == "a\\|b"  # already escaped: left alone
+    table = markdown_table(["system", "RTFx"], [[hostile, "1.0"]])
+    assert table.splitlines()[2] == f"| {md_cell(hostile)} | 1.0 |" and "<" not in table

@@ -17,6 +17,7 @@ import pandas as pd
 
 from thetalker.data import layout
 from thetalker.metrics import point_cost
+from thetalker.report.markdown import md_cell
 from thetalker.report.output import exit_status, write_output  # whole or not at all, named
 from thetalker.report.settings import add_settings_argument
 
@@ -216,19 +217,13 @@ def markdown_table(
     header: Sequence[str], rows: Sequence[Sequence[str]], label_columns: int = 1
 ) -> str:
     """A GitHub Markdown table: label columns left-aligned, numbers right-aligned. Every
-    cell is one line with its `|` escaped, whatever it holds (a server's label, a name):
-    a cell can never break its row."""
+    cell is `md_cell` of what it holds (a server's label, a name): one line, its `|` escaped,
+    HTML's `&<>` as entities, so a cell can never break its row or become markup."""
     lines = ["| " + " | ".join(header) + " |"]
     aligns = [" --- "] * label_columns + [" ---: "] * (len(header) - label_columns)
     lines.append("|" + "|".join(aligns) + "|")
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
-
-
-def _cell(text: str) -> str:
-    """One table cell: line breaks as spaces, `|` escaped (not already escaped)."""
-    one_line = " ".join(str(text).splitlines())
-    return re.sub(r"(?<!\\)\|", r"\\|", one_line)
 
 
 def write_table(path: Path, text: str, rows: Sequence[Row]) -> Path:

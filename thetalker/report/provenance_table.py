@@ -21,6 +21,7 @@ from typing import Any
 from thetalker.data import layout
 from thetalker.data.records import RecordError, read_json
 from thetalker.pipeline.provenance import PROVENANCE_SCHEMA
+from thetalker.report.markdown import md_cell
 
 __all__ = ["HEADER", "MISSING", "ProvenanceError", "provenance_row", "provenance_table", "main"]
 
@@ -35,10 +36,10 @@ class ProvenanceError(ValueError):
 
 
 def _cell(value: Any) -> str:
-    """Markdown-safe text of one value: a pipe would split the cell."""
+    """One cell of a value the server or the config gave: `md_cell`'s text, or n/a."""
     if value is None or value == "":
         return MISSING
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return md_cell(value)
 
 
 def _from_path(path: Path) -> dict[str, Any]:
