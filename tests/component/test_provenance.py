@@ -297,7 +297,13 @@ def test_provenance_table_rows_from_real_provenance_files(tmp_path, git_repo) ->
     assert cpu_cells[7] == "2025-01-02 03:04"
     gpu_cells = [c.strip() for c in rows[1].strip("|").split("|")]
     assert gpu_cells[:3] == ["vllm-omni", "qwen3tts06b", "8"]
-    assert gpu_cells[4:] == ["none", "0.30.0", "2x NVIDIA H200", "2025-03-04 05:06"]
+    assert gpu_cells[4:] == ["none", "0.30.0", "2x NVIDIA H200", "2025-03-04 05:06", "n/a"]
+    # The machine's load during the point: the share other processes took (resources).
+    assert cpu_cells[8] == "n/a"  # written with no sampler: no figure
+    gpu_doc["resources"] = {"other_cpu_pct": 73.04}
+    write_json(second, gpu_doc)
+    assert main(["--out", str(out), str(second)]) == 0
+    assert out.read_text().splitlines()[-1].endswith("| 73.0% (busy) |")
 
 
 class _HostileVersion(_SpeechApiStandIn):
