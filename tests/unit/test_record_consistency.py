@@ -163,3 +163,46 @@ def test_the_one_pass_check_takes_no_line_missing_a_field():
         record = _record(0)
         del record[name]
         assert records_mod._fast_record(json.dumps(record).encode()) is None, name
+
+
+def _with_tail(record: dict, tail: str) -> bytes:
+    return (json.dumps(record)[:-1] + tail + "}").encode()
+
+
+DISGUISED_REPEATS = [
+    ("text-colons", _with_tail(_record(0, text="a: b: c"), ', "ok": false')),
+    ("escaped-colon", _with_tail(_record(0, text="@"), ', "ok": false').replace(
+        b'"@"', b'"\\u003a"')),  # a colon written escaped: one more decoded than written
+    ("space-before-colon", _with_tail(_record(0), ', "ok" : false')),
+    ("in-error", json.dumps(
+        _record(0, ok=False, error={"type": "empty", "message": "m", "status": None})
+    ).replace('"status": null}', '"status": null, "type": "http_status"}').encode()),
+    ("absent-optional", json.dumps(
+        {k: v for k, v in _record(0).items() if k != "ok"} | {"audio_path": None}
+    ).encode()),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("declared_only", [False, True], ids=["whole", "declared-only"])
+@pytest.mark.parametrize(("name", "line"), DISGUISED_REPEATS, ids=[n for n, _ in DISGUISED_REPEATS])
+def test_a_repeated_key_is_found_however_the_line_hides_it(
+    tmp_path: Path, name: str, line: bytes, declared_only: bool
+):
+    if name == "absent-optional":  # an optional field left out, a required one given twice
+        line = line[:-1] + b', "ok": true, "ok": false}'
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(line + b"\n")
+    warnings: list[str] = []
+    list(read_records(path, warn=warnings.append, declared_only=declared_only))
+    assert len(warnings) == 1 and "given twice in the line" in warnings[0], warnings
+
+
+@pytest.mark.parametrize("declared_only", [False, True], ids=["whole", "declared-only"])
+def test_colons_in_strings_are_no_repeated_key(tmp_path: Path, declared_only: bool):
+    error = {"type": "http_status", "message": 'HTTP 503: busy: {"a": 1}', "status": 503}
+    records = [_record(0, text='say: "x": y', sample_id="a:b"), _record(1, ok=False, error=error,
+               ttfa_s=None, chunk_arrival_s=[], chunk_bytes=[], audio_s=0.0)]  # fmt: skip
+    path = _point(tmp_path, records)
+    warnings: list[str] = []
+    got = list(read_records(path, warn=warnings.append, declared_only=declared_only))
+    assert len(got) == 2 and warnings == []
