@@ -33,6 +33,8 @@ from typing import Any
 
 import psutil
 
+from thetalker.pipeline.machine_load import MachineLoad
+
 __all__ = [
     "DEFAULT_INTERVAL_S",
     "ResourcePeaks",
@@ -59,6 +61,10 @@ class ResourcePeaks:
     mean/peak_utilization_pct: GPU: utilization.gpu averaged over the job's GPUs;
         proc: CPU percent of one core, from CPU-seconds deltas between samples.
     cpu_seconds: proc only: CPU seconds the tree used while sampled.
+    other_cpu_pct, load_average_1m, cpus: the machine's load over the same window, from
+        either source (thetalker.pipeline.machine_load): the share of its CPU that processes
+        other than the server and the client used, the 1-minute load average at the end, and
+        its logical CPUs.
     """
 
     source: str
@@ -70,6 +76,9 @@ class ResourcePeaks:
     peak_utilization_pct: float | None = None
     cpu_seconds: float | None = None
     gpu_ids: str | None = None
+    other_cpu_pct: float | None = None
+    load_average_1m: float | None = None
+    cpus: int | None = None
     errors: int = 0
     last_error: str | None = None
 
@@ -180,6 +189,7 @@ class ResourceSampler:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.source = "none"
+        self._machine = MachineLoad(self._server_tree)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -194,6 +204,7 @@ class ResourceSampler:
         if self._thread is not None:
             return
         self.source = self._choose_source()
+        self._machine_safely()  # the window of the machine's load opens
         self._sample_safely()  # one sample at once, so even a short run has data
         self._thread = threading.Thread(target=self._loop, name="resource-sampler", daemon=True)
         self._thread.start()
@@ -205,6 +216,7 @@ class ResourceSampler:
         self._thread.join(timeout=_NVIDIA_SMI_TIMEOUT_S + 5)
         self._thread = None
         self._sample_safely()  # and one at the end
+        self._machine_safely()
 
     def result(self) -> dict[str, Any]:
         with self._lock:
@@ -225,7 +237,12 @@ class ResourceSampler:
                 errors=self._errors,
                 last_error=self._last_error,
             )
-        return peaks.as_dict()
+        try:
+            machine = self._machine.result()
+        except Exception as exc:  # a figure missing, never a failed point
+            self._record_error(exc)
+            machine = {}
+        return {**peaks.as_dict(), **{k: v for k, v in machine.items() if v is not None}}
 
     # -- sampling --------------------------------------------------------------------------
 
@@ -257,6 +274,20 @@ class ResourceSampler:
             elif self.source == "proc":
                 self._sample_proc()
         except Exception as exc:  # the thread must outlive any one bad sample
+            self._record_error(exc)
+
+    def _server_tree(self) -> set[int]:
+        if self.pid is None:
+            return set()
+        try:
+            return {p.pid for p in process_tree_pids(self.pid)}
+        except psutil.Error:  # the server is gone: nothing of it left to count
+            return set()
+
+    def _machine_safely(self) -> None:
+        try:
+            self._machine.snapshot()
+        except Exception as exc:  # psutil on an odd system: the figure goes missing
             self._record_error(exc)
 
     def _record_error(self, exc: BaseException) -> None:

@@ -20,7 +20,9 @@ the tables read again for the ratio column's interval.
 The capacity search's points (thetalker.pipeline.serve_and_sweep) sit in
 `.../{system}/{model}/search/{point}/`, listed by the job's `search.json`
 (`--search-manifests`): rows like any other, with `search_point` true. `stock_contaminated`
-is the flag of the point's provenance.json beside its records (None without one).
+is the flag of the point's provenance.json beside its records (None without one), and
+`other_cpu_pct` the largest share of the machine's CPU that other processes took during a
+round (its `resources`, thetalker.pipeline.machine_load; None without one).
 
 Each point is read keeping only what its row needs of each record (`point_fields`), and with
 `--jobs N` (the rule's threads) N points are computed at once, in processes (one point
@@ -146,6 +148,7 @@ def point_row(
         "rounds": len(rounds),
         "search_point": first.search,
         "stock_contaminated": _stock_contaminated(paths),
+        "other_cpu_pct": _other_cpu_pct(paths),
         **summary,
         **_interval_columns("rtfx", figures["rtfx"]),
         "rtfx_method": figures["rtfx"].method,
@@ -193,6 +196,19 @@ def _stock_contaminated(paths: Sequence[str | Path]) -> bool | None:
     if any(flags):
         return True
     return False if flags and None not in flags else None
+
+
+def _other_cpu_pct(paths: Sequence[str | Path]) -> float | None:
+    """The largest share of the machine's CPU that other processes used during any round
+    (provenance.json's `resources.other_cpu_pct`; None: no file or no figure)."""
+    found = []
+    for path in paths:
+        try:
+            resources = read_json(Path(path).with_name("provenance.json")).get("resources")
+            found.append(float(resources["other_cpu_pct"]))
+        except (OSError, RecordError, AttributeError, KeyError, TypeError, ValueError):
+            continue
+    return max(found) if found else None
 
 
 def search_records(manifests: Iterable[str | Path]) -> list[str]:
