@@ -24,8 +24,10 @@ import pytest
 
 from tests.support.paths import STANDINS
 from tests.support.processes import pid_alive
-from thetalker.lifecycle.launch import ServerSpec, ServerStartError, group_alive, launch_server
+from thetalker.lifecycle.launch import ServerSpec, launch_server
 from thetalker.lifecycle.port_owner import foreign_listener, listeners
+from thetalker.lifecycle.processes import group_alive
+from thetalker.lifecycle.readiness import ServerStartError
 
 IMPOSTOR = textwrap.dedent(
     """

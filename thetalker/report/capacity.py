@@ -17,7 +17,7 @@ written beside.
         --table capacity.md --figure capacity.png
 
 The settings (thetalker.report.settings) carry the rows, the headline point, the price, the
-grid and the service level (`slo`: thetalker.pipeline.config_checks.service_level_spec).
+grid and the service level (`slo`: thetalker.pipeline.load_points.service_level_spec).
 """
 
 from __future__ import annotations
