@@ -17,18 +17,22 @@ stops a summary, and a bad timeline never yields a plausible-looking number.
 
 By job: `stream` (one request's timeline: continuity, stalls, playback), `onset` (the audible
 onset, absolute rule: -45 dBFS by default), `players` (continuity under named player models,
-the start buffer), `point` (per-request metrics, point summaries, cost), `intervals`
-(bootstrap, Wilson, t; WER's too) and `agent` (the voice-agent mode).
+the start buffer), `point` (per-request metrics, point summaries, cost), `sessions` (streams
+in flight, time to a usable start of speech, the first-audio tail's spread), `intervals`
+(bootstrap, Wilson, t; WER's too), `usage` (energy and CPU-seconds per second of audio) and
+`agent` (the voice-agent mode).
 Everything is re-exported here: `from thetalker import metrics`.
 """
 
-from thetalker.metrics import agent, intervals, onset, players, point, stream
+from thetalker.metrics import agent, intervals, onset, players, point, sessions, stream, usage
 from thetalker.metrics.agent import *  # noqa: F403
 from thetalker.metrics.intervals import *  # noqa: F403
 from thetalker.metrics.onset import *  # noqa: F403
 from thetalker.metrics.players import *  # noqa: F403
 from thetalker.metrics.point import *  # noqa: F403
+from thetalker.metrics.sessions import *  # noqa: F403
 from thetalker.metrics.stream import *  # noqa: F403
+from thetalker.metrics.usage import *  # noqa: F403
 
 __all__ = [
     *agent.__all__,
@@ -36,5 +40,7 @@ __all__ = [
     *onset.__all__,
     *players.__all__,
     *point.__all__,
+    *sessions.__all__,
     *stream.__all__,
+    *usage.__all__,
 ]

@@ -11,6 +11,14 @@ A background thread samples every ``interval_s`` (0.5 s by default) while a load
   its process group when it leads one) through psutil: summed RSS, and CPU seconds whose rate
   gives utilisation in percent of one core (it can exceed 100 on several cores).
 
+Energy (nvidia-smi only): each GPU sample also asks ``power.draw`` (watts, summed over the
+job's GPUs). No energy figure is made up: a ``[N/A]`` draw, an MIG slice (its draw is the
+whole GPU's) or another process on the job's GPUs stops the power samples and says why in
+``power_note``. ``mark("begin")`` / ``mark("end")`` (the client's scored window) take a sample
+at once and keep ``scored``: the window's seconds, CPU-seconds (proc) and joules (trapezoid,
+thetalker.metrics.usage), so warmup and probe fall outside. ``idle_power()`` measures the draw
+with the server loaded and nothing sent (before a job's first point).
+
 Use it as a context manager around one load point, then read ``result()``::
 
     with ResourceSampler(pid=server.pid) as sampler:
@@ -33,16 +41,21 @@ from typing import Any
 
 import psutil
 
+from thetalker.metrics.usage import trapezoid_j
+
 __all__ = [
     "DEFAULT_INTERVAL_S",
+    "IDLE_POWER_S",
     "ResourcePeaks",
     "ResourceSampler",
     "parse_gpu_csv",
     "parse_apps_csv",
+    "parse_power_csv",
     "process_tree_pids",
 ]
 
 DEFAULT_INTERVAL_S = 0.5
+IDLE_POWER_S = 5.0  # the idle draw's measurement before a job's first point (GPU only)
 _NVIDIA_SMI_TIMEOUT_S = 10.0
 _MIB = 1024 * 1024
 
@@ -59,6 +72,10 @@ class ResourcePeaks:
     mean/peak_utilization_pct: GPU: utilization.gpu averaged over the job's GPUs;
         proc: CPU percent of one core, from CPU-seconds deltas between samples.
     cpu_seconds: proc only: CPU seconds the tree used while sampled.
+    mean_power_w: nvidia-smi only: time-weighted mean power.draw (W) over the whole sampling.
+    power_note: why there is no energy figure (None when power was read throughout).
+    scored: the scored window's figures between mark("begin") and mark("end"): `seconds`,
+        `cpu_seconds` (proc; else None) and `energy_j` (None without power); None unmarked.
     """
 
     source: str
@@ -72,6 +89,9 @@ class ResourcePeaks:
     gpu_ids: str | None = None
     errors: int = 0
     last_error: str | None = None
+    mean_power_w: float | None = None
+    power_note: str | None = None
+    scored: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,6 +114,23 @@ def parse_gpu_csv(text: str) -> list[tuple[float | None, float | None]]:
             continue
         rows.append((_number(cells[0]), _number(cells[1])))
     return rows
+
+
+def parse_power_csv(text: str) -> tuple[float | None, str | None]:
+    """Lines of ``power.draw,mig.mode.current`` (one per GPU) -> (watts summed over the GPUs,
+    None) or (None, why not): a ``[N/A]`` draw, MIG enabled, or no GPU listed."""
+    total = 0.0
+    rows = [line.split(",") for line in text.splitlines() if line.strip()]
+    if not rows:
+        return None, "nvidia-smi listed no power.draw"
+    for cells in rows:
+        if len(cells) > 1 and cells[1].strip() == "Enabled":
+            return None, "MIG slice: power.draw is the whole GPU's, shared by every slice"
+        watts = _number(cells[0])
+        if watts is None:
+            return None, f"power.draw {cells[0].strip()} (not reported by this GPU)"
+        total += watts
+    return total, None
 
 
 def parse_apps_csv(text: str) -> dict[int, float]:
@@ -145,6 +182,7 @@ class _Accumulator:
     process_memory: list[float] = field(default_factory=list)
     utilization: list[float] = field(default_factory=list)
     cpu_seconds: float = 0.0
+    power: list[tuple[float, float]] = field(default_factory=list)  # (monotonic s, watts)
 
 
 class ResourceSampler:
@@ -180,6 +218,8 @@ class ResourceSampler:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.source = "none"
+        self._power_note: str | None = None
+        self._marks: dict[str, tuple[float, float, int]] = {}  # phase -> (t, cpu s, samples)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -206,6 +246,35 @@ class ResourceSampler:
         self._thread = None
         self._sample_safely()  # and one at the end
 
+    def mark(self, phase: str) -> None:
+        """The scored window's `begin` or `end`: a sample now, and where the sums stood."""
+        self._sample_safely()
+        with self._lock:
+            power = self._acc.power
+            # With power, the window's ends are its end samples' times: energy / seconds is
+            # the mean draw exactly.
+            t = power[-1][0] if power and self._power_note is None else time.monotonic()
+            self._marks[phase] = (t, self._acc.cpu_seconds, len(power))
+
+    def idle_power(self, seconds: float) -> dict[str, Any]:
+        """Sample `seconds` with nothing sent (the caller sends nothing): the idle draw in W
+        (`idle_w`, None with `power_note` where power cannot be read) over `seconds`."""
+        self.start()  # its first sample says whether power can be read at all
+        if self.source != "nvidia-smi" or self._power_note is not None:
+            self.stop()
+            return {"seconds": None, "idle_w": None, "power_note": self._power_note}
+        self.mark("begin")
+        self._stop.wait(seconds)
+        self.mark("end")
+        self.stop()
+        scored = self.result()["scored"] or {}
+        energy, span = scored.get("energy_j"), scored.get("seconds")
+        return {
+            "seconds": span,
+            "idle_w": round(energy / span, 6) if energy is not None and span else None,
+            "power_note": self._power_note,
+        }
+
     def result(self) -> dict[str, Any]:
         with self._lock:
             acc = self._acc
@@ -224,8 +293,26 @@ class ResourceSampler:
                 gpu_ids=self._gpu_ids if self.source == "nvidia-smi" else None,
                 errors=self._errors,
                 last_error=self._last_error,
+                mean_power_w=_mean_power(acc.power) if self._power_note is None else None,
+                power_note=self._power_note if self.source == "nvidia-smi" else None,
+                scored=self._scored(acc),
             )
         return peaks.as_dict()
+
+    def _scored(self, acc: _Accumulator) -> dict[str, Any] | None:
+        if "begin" not in self._marks or "end" not in self._marks:
+            return None
+        (t0, cpu0, p0), (t1, cpu1, p1) = self._marks["begin"], self._marks["end"]
+        energy = None
+        if self.source == "nvidia-smi" and self._power_note is None:
+            # The samples from the one taken at begin to the one taken at end.
+            window = acc.power[max(p0 - 1, 0) : p1]
+            energy = trapezoid_j([t for t, _ in window], [w for _, w in window])
+        return {  # to the microsecond / microjoule: the energy is checked against seconds
+            "seconds": round(t1 - t0, 6),
+            "cpu_seconds": round(cpu1 - cpu0, 6) if self.source == "proc" else None,
+            "energy_j": round(energy, 6) if energy is not None else None,
+        }
 
     # -- sampling --------------------------------------------------------------------------
 
@@ -291,6 +378,7 @@ class ResourceSampler:
         memory = [m for m, _ in rows if m is not None]
         util = [u for _, u in rows if u is not None]
         process_mib = self._tree_gpu_memory(apps)
+        self._sample_power(apps)
         with self._lock:
             self._samples += 1
             if memory:
@@ -299,6 +387,36 @@ class ResourceSampler:
                 self._acc.utilization.append(sum(util) / len(util))
             if process_mib is not None:
                 self._acc.process_memory.append(process_mib)
+
+    def _sample_power(self, apps: dict[int, float]) -> None:
+        """One power.draw sample, unless a reason not to read power was found (kept)."""
+        if self._power_note is not None:
+            return
+        foreign = self._foreign_pids(apps)
+        if foreign:
+            self._power_note = (
+                f"shared GPU: {len(foreign)} other process(es) on it (pid {min(foreign)})"
+            )
+            return
+        try:
+            watts, why = parse_power_csv(self._run_smi("--query-gpu=power.draw,mig.mode.current"))
+        except Exception as exc:  # an old driver without the field: no energy, said why
+            watts, why = None, f"power.draw unreadable: {exc}"
+        with self._lock:
+            if watts is None:
+                self._power_note = why
+            else:
+                self._acc.power.append((time.monotonic(), watts))
+
+    def _foreign_pids(self, apps: dict[int, float]) -> set[int]:
+        """Compute processes on the job's GPUs outside the server's tree (none without a pid)."""
+        if self.pid is None or not apps:
+            return set()
+        try:
+            mine = {p.pid for p in process_tree_pids(self.pid)}
+        except psutil.Error:
+            return set()
+        return set(apps) - mine
 
     def _tree_gpu_memory(self, apps: dict[int, float]) -> float | None:
         if not apps:
@@ -343,3 +461,10 @@ class ResourceSampler:
 
 def _round(value: float) -> float:
     return round(float(value), 2)
+
+
+def _mean_power(samples: list[tuple[float, float]]) -> float | None:
+    """Time-weighted mean of the power samples (W)."""
+    energy = trapezoid_j([t for t, _ in samples], [w for _, w in samples])
+    span = samples[-1][0] - samples[0][0] if samples else 0.0
+    return _round(energy / span) if energy is not None and span > 0 else None

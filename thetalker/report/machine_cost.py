@@ -1,0 +1,89 @@
+"""points.csv's machine-cost columns: what a second of speech cost the machine, from each
+round's provenance.json (the resource sampler's scored window, thetalker.pipeline.sampler)
+and the point's figures (thetalker.metrics.usage defines each).
+
+- `cpu_s_per_audio_s`: CPU-seconds of the server's process tree in the scored windows per
+  second of audio delivered (the sampler's proc source: no GPU sampled).
+- `gpu_idle_w`: the draw with the server loaded and nothing sent, measured before the job's
+  first point (stated apart, never hidden in the figures below).
+- `gpu_energy_j`: joules over the scored windows, less the idle draw over the same seconds.
+- `j_per_audio_s`, `wh_per_million_chars`: that energy per second of audio, and in
+  watt-hours per million characters delivered continuously (the characters the price counts).
+- `energy_note`: why a GPU point has no energy figure (`[N/A]`, MIG, a shared GPU, no idle
+  draw); empty where it has one, or where no GPU was sampled.
+
+A point without provenance.json, or a round without the scored window (written before it
+was kept), has none of them: nothing is estimated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from thetalker.data.records import RecordError, read_json
+from thetalker.metrics.usage import (
+    energy_above_idle_j,
+    per_audio_s,
+    wh_per_million_chars,
+)
+
+__all__ = ["MACHINE_COST_COLUMNS", "machine_cost_columns"]
+
+MACHINE_COST_COLUMNS = (
+    "cpu_s_per_audio_s",
+    "gpu_idle_w",
+    "gpu_energy_j",
+    "j_per_audio_s",
+    "wh_per_million_chars",
+    "energy_note",
+)
+
+
+def _provenance(path: str | Path) -> Mapping[str, Any] | None:
+    try:
+        found = read_json(Path(path).with_name("provenance.json"))
+    except (OSError, RecordError):
+        return None
+    return found if isinstance(found, Mapping) else None
+
+
+def machine_cost_columns(
+    paths: Sequence[str | Path], audio_s: float | None, chars: float | None
+) -> dict[str, Any]:
+    """The columns for a point whose rounds' records are `paths`, which delivered `audio_s`
+    seconds of audio (ok requests) and `chars` characters continuously, over all rounds."""
+    row: dict[str, Any] = dict.fromkeys(MACHINE_COST_COLUMNS)
+    provenances = [_provenance(p) for p in paths]
+    if any(p is None for p in provenances):
+        return row
+    resources = [p.get("resources") or {} for p in provenances if p is not None]
+    scored = [r.get("scored") for r in resources]
+    if any(not isinstance(s, Mapping) for s in scored):
+        return row
+    windows = [s for s in scored if isinstance(s, Mapping)]
+    sources = {r.get("source") for r in resources}
+    if sources == {"proc"}:
+        cpu = [s.get("cpu_seconds") for s in windows]
+        if None not in cpu:
+            row["cpu_s_per_audio_s"] = per_audio_s(sum(float(c) for c in cpu), audio_s)
+        return row
+    if sources != {"nvidia-smi"}:
+        return row
+    idle = next((p.get("idle_power") for p in provenances if p and p.get("idle_power")), None)
+    notes = [r.get("power_note") for r in resources if r.get("power_note")]
+    idle_w = (idle or {}).get("idle_w")
+    if not notes and idle_w is None:
+        notes.append((idle or {}).get("power_note") or "no idle draw measured")
+    row["gpu_idle_w"] = idle_w
+    energies = [s.get("energy_j") for s in windows]
+    if notes or None in energies:
+        row["energy_note"] = notes[0] if notes else "power not read over a scored window"
+        return row
+    seconds = sum(float(s.get("seconds") or 0.0) for s in windows)
+    energy = energy_above_idle_j(sum(float(e) for e in energies), float(idle_w), seconds)
+    row["gpu_energy_j"] = energy
+    row["j_per_audio_s"] = per_audio_s(energy, audio_s)
+    row["wh_per_million_chars"] = wh_per_million_chars(energy, chars)
+    return row
