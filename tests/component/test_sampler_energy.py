@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from thetalker.pipeline.sampler import ResourceSampler, parse_power_csv
+from thetalker.pipeline.gpu_power import parse_power_csv
+from thetalker.pipeline.sampler import ResourceSampler
 from thetalker.report.machine_cost import machine_cost_columns
 
 STANDIN = Path(__file__).resolve().parents[1] / "standins" / "nvidia-smi"

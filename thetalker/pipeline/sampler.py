@@ -42,6 +42,7 @@ from typing import Any
 import psutil
 
 from thetalker.metrics.usage import trapezoid_j
+from thetalker.pipeline.gpu_power import mean_power_w, parse_power_csv
 
 __all__ = [
     "DEFAULT_INTERVAL_S",
@@ -50,7 +51,6 @@ __all__ = [
     "ResourceSampler",
     "parse_gpu_csv",
     "parse_apps_csv",
-    "parse_power_csv",
     "process_tree_pids",
 ]
 
@@ -114,23 +114,6 @@ def parse_gpu_csv(text: str) -> list[tuple[float | None, float | None]]:
             continue
         rows.append((_number(cells[0]), _number(cells[1])))
     return rows
-
-
-def parse_power_csv(text: str) -> tuple[float | None, str | None]:
-    """Lines of ``power.draw,mig.mode.current`` (one per GPU) -> (watts summed over the GPUs,
-    None) or (None, why not): a ``[N/A]`` draw, MIG enabled, or no GPU listed."""
-    total = 0.0
-    rows = [line.split(",") for line in text.splitlines() if line.strip()]
-    if not rows:
-        return None, "nvidia-smi listed no power.draw"
-    for cells in rows:
-        if len(cells) > 1 and cells[1].strip() == "Enabled":
-            return None, "MIG slice: power.draw is the whole GPU's, shared by every slice"
-        watts = _number(cells[0])
-        if watts is None:
-            return None, f"power.draw {cells[0].strip()} (not reported by this GPU)"
-        total += watts
-    return total, None
 
 
 def parse_apps_csv(text: str) -> dict[int, float]:
@@ -293,7 +276,7 @@ class ResourceSampler:
                 gpu_ids=self._gpu_ids if self.source == "nvidia-smi" else None,
                 errors=self._errors,
                 last_error=self._last_error,
-                mean_power_w=_mean_power(acc.power) if self._power_note is None else None,
+                mean_power_w=mean_power_w(acc.power) if self._power_note is None else None,
                 power_note=self._power_note if self.source == "nvidia-smi" else None,
                 scored=self._scored(acc),
             )
@@ -461,10 +444,3 @@ class ResourceSampler:
 
 def _round(value: float) -> float:
     return round(float(value), 2)
-
-
-def _mean_power(samples: list[tuple[float, float]]) -> float | None:
-    """Time-weighted mean of the power samples (W)."""
-    energy = trapezoid_j([t for t, _ in samples], [w for _, w in samples])
-    span = samples[-1][0] - samples[0][0] if samples else 0.0
-    return _round(energy / span) if energy is not None and span > 0 else None

@@ -53,6 +53,7 @@ from thetalker.report.common import (
 )
 from thetalker.report.output import exit_status, write_output
 from thetalker.report.points import threshold_column
+from thetalker.report.start_cells import START_KEYS, usable_start_cell, usable_words
 
 __all__ = [
     "ratio_at",
@@ -336,14 +337,17 @@ def ttfa_rows(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str
             out.update(cell_numbers(s, column))
         out.update(n_ok=s.get("n_ok"), n_failed=s.get("n_failed"), n_scored=s.get("n_scored"))
         out.update(audible_pct=s.get("audible_pct"), n_inaudible=s.get("n_inaudible"))
+        out.update({key: s.get(key) for key in START_KEYS})
         return out
 
     return _long_rows(points, models, systems, row)
 
 
 def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str]) -> str:
+    usable = usable_words(points)
     header = ["model", "system", "point", *(name for _, name in _TTFA_COLUMNS)]
-    header += ["audible %", "failed"]
+    header += [f"to {usable} p50", f"to {usable} p90", "audible p99/p50", "audible IQR"]
+    header += ["in flight", "audible %", "failed"]
     rows = []
     for r in ttfa_rows(points, models, systems):
         summary = point_at(points, r["model"], r["system"], r["point"])
@@ -356,6 +360,11 @@ def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[st
                 r["system"],
                 r["point"],
                 *cells,
+                usable_start_cell(summary, "time_to_usable_audio_s_p50"),
+                usable_start_cell(summary, "time_to_usable_audio_s_p90"),
+                _plain((summary or {}).get("ttfa_audible_p99_over_p50"), 2),
+                _plain((summary or {}).get("ttfa_audible_iqr_s"), 3),
+                _plain((summary or {}).get("sessions_in_flight"), 2),
                 _plain(audible, 1) + (f" ({inaudible} inaudible)" if inaudible else ""),
                 f"{int(r['n_failed'] or 0)}/{int(r['n_scored'] or 0)}",
             ]
@@ -369,7 +378,10 @@ def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[st
         "stream gapless, `ttfa_s + max_underrun_s`). [low, high]: the 95% interval over "
         "requests where points.csv has one, a percentile bootstrap, or from 5,000 requests "
         "the order-statistic interval (`ttfa_s_method` says which; percentiles are skewed, "
-        "so not ±).\n\n"
+        f"so not ±). To {usable}: when a stream had delivered its first {usable} of audio "
+        "(the chunk that completes them; (k short): ok streams that never did, left out); "
+        "audible p99/p50 and IQR (p75 - p25): the spread of the audible tail; in flight: the "
+        "mean streams in flight, by Little's law (thetalker.metrics.sessions).\n\n"
     )
     return title + markdown_table(header, rows, label_columns=3)
 
