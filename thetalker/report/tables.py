@@ -346,8 +346,9 @@ def ttfa_rows(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str
 def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str]) -> str:
     usable = usable_words(points)
     header = ["model", "system", "point", *(name for _, name in _TTFA_COLUMNS)]
+    header += ["audible %", "failed"]
     header += [f"to {usable} p50", f"to {usable} p90", "audible p99/p50", "audible IQR"]
-    header += ["in flight", "audible %", "failed"]
+    header += ["in flight"]
     rows = []
     for r in ttfa_rows(points, models, systems):
         summary = point_at(points, r["model"], r["system"], r["point"])
@@ -360,13 +361,13 @@ def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[st
                 r["system"],
                 r["point"],
                 *cells,
+                _plain(audible, 1) + (f" ({inaudible} inaudible)" if inaudible else ""),
+                f"{int(r['n_failed'] or 0)}/{int(r['n_scored'] or 0)}",
                 usable_start_cell(summary, "time_to_usable_audio_s_p50"),
                 usable_start_cell(summary, "time_to_usable_audio_s_p90"),
                 _plain((summary or {}).get("ttfa_audible_p99_over_p50"), 2),
                 _plain((summary or {}).get("ttfa_audible_iqr_s"), 3),
                 _plain((summary or {}).get("sessions_in_flight"), 2),
-                _plain(audible, 1) + (f" ({inaudible} inaudible)" if inaudible else ""),
-                f"{int(r['n_failed'] or 0)}/{int(r['n_scored'] or 0)}",
             ]
         )
     title = (
