@@ -50,6 +50,11 @@ from thetalker.report.common import (  # noqa: E402
     table_figure_parser,
     write_table_and_figure,
 )
+from thetalker.report.machine_cost import (  # noqa: E402
+    MACHINE_COST_WORDS,
+    machine_cost_cell,
+    machine_cost_values,
+)
 
 __all__ = ["loads_of", "capacity_of", "capacity_rows", "capacity_table", "capacity_figure", "main"]
 
@@ -208,6 +213,7 @@ def capacity_rows(
                     "usd_per_million_chars_at_headline": point_cost_at(
                         points, model, system, headline, gpu_hour_usd, level.min_continuity_pct
                     ),
+                    **machine_cost_values(at, "at_capacity_"),
                     "capacity_rps": rate_cap.load,
                     "verdict_rps": rate_cap.verdict,
                     "capacity_rps_label": rate_cap.label(" req/s"),
@@ -238,6 +244,7 @@ def capacity_table(
     header = ["model", "system", "streams held", "broke first (at the next load)", "cliff"]
     header += [f"continuity % ({level.player_model})", "audible p95 (s)", "audible %"]
     header += ["TTFA p90 (s)", "failed", "USD/M chars there", f"USD/M chars at c{headline}"]
+    header += ["machine cost there"]
     header += ["req/s held", "broke first (req/s)"] if open_loop else []
     unjudged = any(r["not_judged"] for r in rows)
     header += ["not judged (measured at no load)"] if unjudged else []
@@ -259,6 +266,7 @@ def capacity_table(
             failed,
             _money(r["usd_per_million_chars_at_capacity"]),
             _money(r["usd_per_million_chars_at_headline"]),
+            machine_cost_cell({k.removeprefix("at_capacity_"): v for k, v in r.items()}),
         ]
         extra = [r["capacity_rps_label"], r["broke_first_rps"] or MISSING] if open_loop else []
         extra += [r["not_judged"].replace(";", ", ") or "none"] if unjudged else []
@@ -270,7 +278,8 @@ def capacity_table(
         "load; cliff: loads above it that held again (the level is not monotone there). "
         f"Audible first audio: {onset_words(points)} (inaudible streams count as failures). "
         "TTFA p90 [95% interval, points.csv's `ttfa_s_method`] at that load; the price there "
-        f"and at the headline concurrency, at {gpu_hour_usd:g} USD per hour."
+        f"and at the headline concurrency, at {gpu_hour_usd:g} USD per hour. "
+        f"{MACHINE_COST_WORDS}"
     )
     if unjudged:
         title += (

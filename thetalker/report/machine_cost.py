@@ -29,7 +29,13 @@ from thetalker.metrics.usage import (
     wh_per_million_chars,
 )
 
-__all__ = ["MACHINE_COST_COLUMNS", "machine_cost_columns"]
+__all__ = [
+    "MACHINE_COST_COLUMNS",
+    "MACHINE_COST_WORDS",
+    "machine_cost_columns",
+    "machine_cost_cell",
+    "machine_cost_values",
+]
 
 MACHINE_COST_COLUMNS = (
     "cpu_s_per_audio_s",
@@ -87,3 +93,35 @@ def machine_cost_columns(
     row["j_per_audio_s"] = per_audio_s(energy, audio_s)
     row["wh_per_million_chars"] = wh_per_million_chars(energy, chars)
     return row
+
+
+def machine_cost_cell(summary: Mapping[str, Any] | None) -> str:
+    """One point's machine cost in a table: `12.5 J/audio-s, 3.47 Wh/M chars (idle 80 W
+    apart)` with energy, else why not (`energy_note`), else `0.50 CPU-s/audio-s`, else n/a."""
+    get = (summary or {}).get
+    if get("j_per_audio_s") is not None:
+        wh = get("wh_per_million_chars")
+        wh_words = "n/a" if wh is None else f"{float(wh):.2f}"
+        return (
+            f"{float(get('j_per_audio_s')):.2f} J/audio-s, {wh_words} Wh/M chars "
+            f"(idle {float(get('gpu_idle_w')):.0f} W apart)"
+        )
+    if get("energy_note"):
+        return f"no energy: {get('energy_note')}"
+    if get("cpu_s_per_audio_s") is not None:
+        return f"{float(get('cpu_s_per_audio_s')):.2f} CPU-s/audio-s"
+    return "n/a"
+
+
+def machine_cost_values(summary: Mapping[str, Any] | None, prefix: str = "") -> dict[str, Any]:
+    """The machine-cost columns of a point for a table's CSV, named `{prefix}{column}`."""
+    get = (summary or {}).get
+    return {f"{prefix}{column}": get(column) for column in MACHINE_COST_COLUMNS}
+
+
+MACHINE_COST_WORDS = (
+    "Machine cost: GPU energy over the scored window less the idle draw (measured before the "
+    "first point, stated apart) per second of audio and in Wh per million characters "
+    "delivered continuously; where no GPU was sampled, CPU-seconds of the server's process "
+    "tree per second of audio (thetalker.metrics.usage; n/a: not sampled, or an older run)."
+)

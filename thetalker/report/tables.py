@@ -51,6 +51,11 @@ from thetalker.report.common import (
     thresholds_of,
     write_table,
 )
+from thetalker.report.machine_cost import (
+    MACHINE_COST_WORDS,
+    machine_cost_cell,
+    machine_cost_values,
+)
 from thetalker.report.output import exit_status, write_output
 from thetalker.report.points import threshold_column
 from thetalker.report.start_cells import START_KEYS, usable_start_cell, usable_words
@@ -404,6 +409,13 @@ def cost_rows(
                 )
                 for system in systems
             },
+            **{
+                key: value
+                for system in systems
+                for key, value in machine_cost_values(
+                    point_summary(points, model, system, headline), f"{system}_"
+                ).items()
+            },
         }
         for model in models
     ]
@@ -418,8 +430,12 @@ def cost_table(
     min_continuity_pct: float,
 ) -> str:
     header = ["model", *systems]
-    rows = []
+    rows, machine = [], []
     for model in models:
+        machine.append(
+            [model]
+            + [machine_cost_cell(point_summary(points, model, sys_, headline)) for sys_ in systems]
+        )
         cells = []
         for system in systems:
             cost = point_cost_at(points, model, system, headline, gpu_hour_usd, min_continuity_pct)
@@ -431,7 +447,8 @@ def cost_table(
         f"hour, counting characters delivered continuously; {MISSING} where continuity is "
         f"under {min_continuity_pct:g}% or the point is missing.\n\n"
     )
-    return title + markdown_table(header, rows)
+    machine_title = f"\n{MACHINE_COST_WORDS} At concurrency {headline}.\n\n"
+    return title + markdown_table(header, rows) + machine_title + markdown_table(header, machine)
 
 
 def _parser() -> argparse.ArgumentParser:
