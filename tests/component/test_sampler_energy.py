@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from thetalker.pipeline.gpu_power import parse_power_csv
+from thetalker.pipeline.gpu_power import measure_idle_power, parse_power_csv
 from thetalker.pipeline.sampler import ResourceSampler
 from thetalker.report.machine_cost import machine_cost_columns
 
@@ -60,7 +60,7 @@ def _provenance(dir_: Path, resources: dict, idle: dict | None) -> Path:
 
 def test_joules_and_watt_hours_against_a_hand_integral_idle_apart(gpus, tmp_path) -> None:
     gpus.write_text("50,30")  # idle: 50 + 30 = 80 W summed over the job's two GPUs
-    idle = _sampler().idle_power(0.3)
+    idle = measure_idle_power(_sampler(), 0.3)
     assert idle["idle_w"] == pytest.approx(80.0)
     assert idle["power_note"] is None
     gpus.write_text("150,80")  # loaded: 230 W
@@ -98,7 +98,7 @@ def test_no_power_says_why_and_makes_up_no_number(gpus, tmp_path, monkeypatch, s
         monkeypatch.setenv("STANDIN_GPU_MIG", "1")
     else:  # another process (this test's parent) computes on the job's GPU
         monkeypatch.setenv("STANDIN_GPU_PIDS", str(os.getppid()))
-    idle = _sampler().idle_power(0.2)
+    idle = measure_idle_power(_sampler(), 0.2)
     assert idle["idle_w"] is None and note in idle["power_note"]
     resources = _scored_point(samples=1)
     assert note in resources["power_note"]

@@ -226,6 +226,8 @@ OPTIONAL_SUMMARY_FIELDS = (
     "n_short_of_usable_audio",
     "ttfa_audible_p99_over_p50",
     "ttfa_audible_iqr_s",
+    "n_rejected",
+    "rejected_wall_s",
 )
 
 # Error types a record may carry in `error.type`.

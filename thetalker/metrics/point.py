@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from thetalker.metrics.onset import DEFAULT_ONSET, OnsetSettings, audible_onset_s
+from thetalker.metrics.overload import is_rejection
 from thetalker.metrics.players import STALLS_KEY, pausing_stalls_s, summarize_players
 from thetalker.metrics.sessions import (
     DEFAULT_USABLE_AUDIO_S,
@@ -295,6 +296,10 @@ class PointSummary(Mapping[str, Any]):
     n_short_of_usable_audio: int
     ttfa_audible_p99_over_p50: float | None
     ttfa_audible_iqr_s: float | None
+    # Admission rejections (thetalker.metrics.overload): scored requests the server refused
+    # for load, and how long a refusal took (`wall_s` percentiles).
+    n_rejected: int
+    rejected_wall_s: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: the fields in order (percentile blocks copied)."""
@@ -380,6 +385,8 @@ def summarize_point(
         n_short_of_usable_audio=usable.count(None),
         ttfa_audible_p99_over_p50=spread["p99_over_p50"],
         ttfa_audible_iqr_s=spread["iqr"],
+        n_rejected=len(rejected := [r for r in scored if is_rejection(r)]),
+        rejected_wall_s=percentiles(r.get("wall_s") for r in rejected),
     )
 
 

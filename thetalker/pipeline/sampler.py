@@ -16,8 +16,8 @@ job's GPUs). No energy figure is made up: a ``[N/A]`` draw, an MIG slice (its dr
 whole GPU's) or another process on the job's GPUs stops the power samples and says why in
 ``power_note``. ``mark("begin")`` / ``mark("end")`` (the client's scored window) take a sample
 at once and keep ``scored``: the window's seconds, CPU-seconds (proc) and joules (trapezoid,
-thetalker.metrics.usage), so warmup and probe fall outside. ``idle_power()`` measures the draw
-with the server loaded and nothing sent (before a job's first point).
+thetalker.metrics.usage), so warmup and probe fall outside. ``gpu_power.measure_idle_power``
+takes the draw with the server loaded and nothing sent (before a job's first point).
 
 Use it as a context manager around one load point, then read ``result()``::
 
@@ -46,7 +46,6 @@ from thetalker.pipeline.gpu_power import mean_power_w, parse_power_csv
 
 __all__ = [
     "DEFAULT_INTERVAL_S",
-    "IDLE_POWER_S",
     "ResourcePeaks",
     "ResourceSampler",
     "parse_gpu_csv",
@@ -55,7 +54,6 @@ __all__ = [
 ]
 
 DEFAULT_INTERVAL_S = 0.5
-IDLE_POWER_S = 5.0  # the idle draw's measurement before a job's first point (GPU only)
 _NVIDIA_SMI_TIMEOUT_S = 10.0
 _MIB = 1024 * 1024
 
@@ -75,7 +73,8 @@ class ResourcePeaks:
     mean_power_w: nvidia-smi only: time-weighted mean power.draw (W) over the whole sampling.
     power_note: why there is no energy figure (None when power was read throughout).
     scored: the scored window's figures between mark("begin") and mark("end"): `seconds`,
-        `cpu_seconds` (proc; else None) and `energy_j` (None without power); None unmarked.
+        `cpu_seconds` (proc; else None), `energy_j` (None without power),
+        `mean_utilization_pct` and `cpus` (proc: the cores the server may use); None unmarked.
     """
 
     source: str
@@ -202,7 +201,8 @@ class ResourceSampler:
         self._lock = threading.Lock()
         self.source = "none"
         self._power_note: str | None = None
-        self._marks: dict[str, tuple[float, float, int]] = {}  # phase -> (t, cpu s, samples)
+        # phase -> (t, cpu s, power samples, utilisation samples)
+        self._marks: dict[str, tuple[float, float, int, int]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -237,26 +237,7 @@ class ResourceSampler:
             # With power, the window's ends are its end samples' times: energy / seconds is
             # the mean draw exactly.
             t = power[-1][0] if power and self._power_note is None else time.monotonic()
-            self._marks[phase] = (t, self._acc.cpu_seconds, len(power))
-
-    def idle_power(self, seconds: float) -> dict[str, Any]:
-        """Sample `seconds` with nothing sent (the caller sends nothing): the idle draw in W
-        (`idle_w`, None with `power_note` where power cannot be read) over `seconds`."""
-        self.start()  # its first sample says whether power can be read at all
-        if self.source != "nvidia-smi" or self._power_note is not None:
-            self.stop()
-            return {"seconds": None, "idle_w": None, "power_note": self._power_note}
-        self.mark("begin")
-        self._stop.wait(seconds)
-        self.mark("end")
-        self.stop()
-        scored = self.result()["scored"] or {}
-        energy, span = scored.get("energy_j"), scored.get("seconds")
-        return {
-            "seconds": span,
-            "idle_w": round(energy / span, 6) if energy is not None and span else None,
-            "power_note": self._power_note,
-        }
+            self._marks[phase] = (t, self._acc.cpu_seconds, len(power), len(self._acc.utilization))
 
     def result(self) -> dict[str, Any]:
         with self._lock:
@@ -285,7 +266,8 @@ class ResourceSampler:
     def _scored(self, acc: _Accumulator) -> dict[str, Any] | None:
         if "begin" not in self._marks or "end" not in self._marks:
             return None
-        (t0, cpu0, p0), (t1, cpu1, p1) = self._marks["begin"], self._marks["end"]
+        (t0, cpu0, p0, u0), (t1, cpu1, p1, u1) = self._marks["begin"], self._marks["end"]
+        util = acc.utilization[u0:u1]  # the samples after begin's, up to end's
         energy = None
         if self.source == "nvidia-smi" and self._power_note is None:
             # The samples from the one taken at begin to the one taken at end.
@@ -295,7 +277,16 @@ class ResourceSampler:
             "seconds": round(t1 - t0, 6),
             "cpu_seconds": round(cpu1 - cpu0, 6) if self.source == "proc" else None,
             "energy_j": round(energy, 6) if energy is not None else None,
+            # GPU: mean utilization.gpu; proc: percent of one core (cpus: the cores it may use)
+            "mean_utilization_pct": _round(sum(util) / len(util)) if util else None,
+            "cpus": self._cpus() if self.source == "proc" else None,
         }
+
+    def _cpus(self) -> int | None:
+        try:  # the cores the server may run on (its affinity), else the machine's
+            return len(psutil.Process(self.pid).cpu_affinity() or []) or psutil.cpu_count()
+        except (psutil.Error, AttributeError, TypeError):
+            return psutil.cpu_count()
 
     # -- sampling --------------------------------------------------------------------------
 

@@ -186,14 +186,16 @@ class _Session:
         from thetalker.client import format_point_end, run_benchmark
         from thetalker.data.records import read_rounds, write_json
         from thetalker.metrics import summarize_point
+        from thetalker.pipeline.gpu_power import IDLE_POWER_S, measure_idle_power
         from thetalker.pipeline.provenance import collect_provenance, utc_now
-        from thetalker.pipeline.sampler import IDLE_POWER_S, ResourceSampler
+        from thetalker.pipeline.sampler import ResourceSampler
         from thetalker.pipeline.server_metrics import PointScrape
 
         job, name = self.job, f"{self.job.system}/{self.job.model}"
         failure = None
         if self.idle_power is None:  # once, the server loaded and nothing sent yet
-            self.idle_power = ResourceSampler(pid=self.server.pid).idle_power(IDLE_POWER_S)
+            sampler = ResourceSampler(pid=self.server.pid)
+            self.idle_power = measure_idle_power(sampler, IDLE_POWER_S)
         for k, point_dir in enumerate(dirs, start=1):
             label = load.label if len(dirs) == 1 else f"{load.label} round {k}"
             # A rerun starts from nothing: records are appended, never mixed with old ones.

@@ -11,6 +11,9 @@ and the point's figures (thetalker.metrics.usage defines each).
   watt-hours per million characters delivered continuously (the characters the price counts).
 - `energy_note`: why a GPU point has no energy figure (`[N/A]`, MIG, a shared GPU, no idle
   draw); empty where it has one, or where no GPU was sampled.
+- `busy_device`, `busy_pct`: how busy the machine that serves was in the scored windows:
+  `gpu`, the mean utilization.gpu; `cpu`, the server tree's CPU-seconds over the seconds
+  times the cores it may use (100: every core busy throughout).
 
 A point without provenance.json, or a round without the scored window (written before it
 was kept), has none of them: nothing is estimated.
@@ -44,6 +47,8 @@ MACHINE_COST_COLUMNS = (
     "j_per_audio_s",
     "wh_per_million_chars",
     "energy_note",
+    "busy_device",
+    "busy_pct",
 )
 
 
@@ -74,9 +79,15 @@ def machine_cost_columns(
         cpu = [s.get("cpu_seconds") for s in windows]
         if None not in cpu:
             row["cpu_s_per_audio_s"] = per_audio_s(sum(float(c) for c in cpu), audio_s)
+            capacity = sum(float(s.get("seconds") or 0) * (s.get("cpus") or 0) for s in windows)
+            if capacity > 0:
+                row.update(busy_device="cpu", busy_pct=100.0 * sum(map(float, cpu)) / capacity)
         return row
     if sources != {"nvidia-smi"}:
         return row
+    busy = [s.get("mean_utilization_pct") for s in windows]
+    if None not in busy:
+        row.update(busy_device="gpu", busy_pct=sum(map(float, busy)) / len(busy))
     idle = next((p.get("idle_power") for p in provenances if p and p.get("idle_power")), None)
     notes = [r.get("power_note") for r in resources if r.get("power_note")]
     idle_w = (idle or {}).get("idle_w")
