@@ -201,6 +201,7 @@ class ResourceSampler:
         self._lock = threading.Lock()
         self.source = "none"
         self._power_note: str | None = None
+        self._sampling = threading.RLock()
         # phase -> (t, cpu s, power samples, utilisation samples)
         self._marks: dict[str, tuple[float, float, int, int]] = {}
 
@@ -231,13 +232,15 @@ class ResourceSampler:
 
     def mark(self, phase: str) -> None:
         """The scored window's `begin` or `end`: a sample now, and where the sums stood."""
-        self._sample_safely()
-        with self._lock:
-            power = self._acc.power
-            # With power, the window's ends are its end samples' times: energy / seconds is
-            # the mean draw exactly.
-            t = power[-1][0] if power and self._power_note is None else time.monotonic()
-            self._marks[phase] = (t, self._acc.cpu_seconds, len(power), len(self._acc.utilization))
+        with self._sampling:  # no sample of the thread's in between
+            self._sample_safely()
+            with self._lock:
+                power = self._acc.power
+                # With power, the window's ends are its end samples' times: energy / seconds
+                # is the mean draw exactly.
+                t = power[-1][0] if power and self._power_note is None else time.monotonic()
+                n_util = len(self._acc.utilization)
+                self._marks[phase] = (t, self._acc.cpu_seconds, len(power), n_util)
 
     def result(self) -> dict[str, Any]:
         with self._lock:
@@ -312,13 +315,16 @@ class ResourceSampler:
             self._sample_safely()
 
     def _sample_safely(self) -> None:
-        try:
-            if self.source == "nvidia-smi":
-                self._sample_gpu()
-            elif self.source == "proc":
-                self._sample_proc()
-        except Exception as exc:  # the thread must outlive any one bad sample
-            self._record_error(exc)
+        # One sample at a time: mark() samples from the client's thread, and two at once
+        # would count the same CPU-seconds twice (both from the same previous sample).
+        with self._sampling:
+            try:
+                if self.source == "nvidia-smi":
+                    self._sample_gpu()
+                elif self.source == "proc":
+                    self._sample_proc()
+            except Exception as exc:  # the thread must outlive any one bad sample
+                self._record_error(exc)
 
     def _record_error(self, exc: BaseException) -> None:
         with self._lock:
