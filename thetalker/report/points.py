@@ -29,7 +29,8 @@ Each point is read keeping only what its row needs of each record (`point_fields
 alone: its bootstraps in N threads); the rows are the same either way.
 
     python -m thetalker.report.points --out results/points.csv [--search-manifests M...] \
-        [--jobs N] [--allow-incomplete] [--allow-inconsistent] [--] RECORDS.jsonl...
+        [--jobs N] [--usable-audio-s N] [--allow-incomplete] [--allow-inconsistent] \
+        [--] RECORDS.jsonl...
 """
 
 from __future__ import annotations
