@@ -25,12 +25,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from thetalker.data.records import RecordError, read_json
 from thetalker.metrics.usage import (
     energy_above_idle_j,
     per_audio_s,
     wh_per_million_chars,
 )
+from thetalker.report.common import markdown_table, point_summary
 
 __all__ = [
     "MACHINE_COST_COLUMNS",
@@ -38,6 +41,8 @@ __all__ = [
     "machine_cost_columns",
     "machine_cost_cell",
     "machine_cost_values",
+    "machine_cost_row",
+    "machine_cost_table",
 ]
 
 MACHINE_COST_COLUMNS = (
@@ -136,3 +141,27 @@ MACHINE_COST_WORDS = (
     "delivered continuously; where no GPU was sampled, CPU-seconds of the server's process "
     "tree per second of audio (thetalker.metrics.usage; n/a: not sampled, or an older run)."
 )
+
+
+def machine_cost_row(
+    points: pd.DataFrame, model: str, systems: Sequence[str], headline: int
+) -> dict[str, Any]:
+    """cost.csv's machine-cost columns of one model at the headline concurrency."""
+    out: dict[str, Any] = {}
+    for system in systems:
+        out.update(
+            machine_cost_values(point_summary(points, model, system, headline), f"{system}_")
+        )
+    return out
+
+
+def machine_cost_table(
+    points: pd.DataFrame, models: Sequence[str], systems: Sequence[str], headline: int
+) -> str:
+    """cost.md's second table: each system's machine cost at the headline concurrency."""
+    rows = [
+        [model, *(machine_cost_cell(point_summary(points, model, s, headline)) for s in systems)]
+        for model in models
+    ]
+    title = f"{MACHINE_COST_WORDS} At concurrency {headline}.\n\n"
+    return title + markdown_table(["model", *systems], rows)

@@ -51,14 +51,16 @@ from thetalker.report.common import (
     thresholds_of,
     write_table,
 )
-from thetalker.report.machine_cost import (
-    MACHINE_COST_WORDS,
-    machine_cost_cell,
-    machine_cost_values,
-)
+from thetalker.report.machine_cost import machine_cost_row, machine_cost_table
 from thetalker.report.output import exit_status, write_output
 from thetalker.report.points import threshold_column
-from thetalker.report.start_cells import START_KEYS, usable_start_cell, usable_words
+from thetalker.report.start_cells import (
+    START_KEYS,
+    start_cells,
+    start_header,
+    start_words,
+    usable_words,
+)
 
 __all__ = [
     "ratio_at",
@@ -351,9 +353,7 @@ def ttfa_rows(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str
 def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str]) -> str:
     usable = usable_words(points)
     header = ["model", "system", "point", *(name for _, name in _TTFA_COLUMNS)]
-    header += ["audible %", "failed"]
-    header += [f"to {usable} p50", f"to {usable} p90", "audible p99/p50", "audible IQR"]
-    header += ["in flight"]
+    header += ["audible %", "failed", *start_header(usable)]
     rows = []
     for r in ttfa_rows(points, models, systems):
         summary = point_at(points, r["model"], r["system"], r["point"])
@@ -368,11 +368,7 @@ def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[st
                 *cells,
                 _plain(audible, 1) + (f" ({inaudible} inaudible)" if inaudible else ""),
                 f"{int(r['n_failed'] or 0)}/{int(r['n_scored'] or 0)}",
-                usable_start_cell(summary, "time_to_usable_audio_s_p50"),
-                usable_start_cell(summary, "time_to_usable_audio_s_p90"),
-                _plain((summary or {}).get("ttfa_audible_p99_over_p50"), 2),
-                _plain((summary or {}).get("ttfa_audible_iqr_s"), 3),
-                _plain((summary or {}).get("sessions_in_flight"), 2),
+                *start_cells(summary),
             ]
         )
     title = (
@@ -384,10 +380,7 @@ def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[st
         "stream gapless, `ttfa_s + max_underrun_s`). [low, high]: the 95% interval over "
         "requests where points.csv has one, a percentile bootstrap, or from 5,000 requests "
         "the order-statistic interval (`ttfa_s_method` says which; percentiles are skewed, "
-        f"so not ±). To {usable}: when a stream had delivered its first {usable} of audio "
-        "(the chunk that completes them; (k short): ok streams that never did, left out); "
-        "audible p99/p50 and IQR (p75 - p25): the spread of the audible tail; in flight: the "
-        "mean streams in flight, by Little's law (thetalker.metrics.sessions).\n\n"
+        f"so not ±). {start_words(usable)}\n\n"
     )
     return title + markdown_table(header, rows, label_columns=3)
 
@@ -409,13 +402,7 @@ def cost_rows(
                 )
                 for system in systems
             },
-            **{
-                key: value
-                for system in systems
-                for key, value in machine_cost_values(
-                    point_summary(points, model, system, headline), f"{system}_"
-                ).items()
-            },
+            **machine_cost_row(points, model, systems, headline),
         }
         for model in models
     ]
@@ -430,12 +417,8 @@ def cost_table(
     min_continuity_pct: float,
 ) -> str:
     header = ["model", *systems]
-    rows, machine = [], []
+    rows = []
     for model in models:
-        machine.append(
-            [model]
-            + [machine_cost_cell(point_summary(points, model, sys_, headline)) for sys_ in systems]
-        )
         cells = []
         for system in systems:
             cost = point_cost_at(points, model, system, headline, gpu_hour_usd, min_continuity_pct)
@@ -447,8 +430,8 @@ def cost_table(
         f"hour, counting characters delivered continuously; {MISSING} where continuity is "
         f"under {min_continuity_pct:g}% or the point is missing.\n\n"
     )
-    machine_title = f"\n{MACHINE_COST_WORDS} At concurrency {headline}.\n\n"
-    return title + markdown_table(header, rows) + machine_title + markdown_table(header, machine)
+    machine = machine_cost_table(points, models, systems, headline)
+    return title + markdown_table(header, rows) + "\n" + machine
 
 
 def _parser() -> argparse.ArgumentParser:
