@@ -229,6 +229,14 @@ OPTIONAL_SUMMARY_FIELDS = (
     "aiohttp_version",
     "options",
     "agent",
+    "sessions_in_flight",
+    "usable_audio_s",
+    "time_to_usable_audio_s",
+    "n_short_of_usable_audio",
+    "ttfa_audible_p99_over_p50",
+    "ttfa_audible_iqr_s",
+    "n_rejected",
+    "rejected_wall_s",
 )
 
 # Error types a record may carry in `error.type`.
