@@ -186,7 +186,7 @@ class _Session:
         from thetalker.client import format_point_end, run_benchmark
         from thetalker.data.records import read_rounds, write_json
         from thetalker.metrics import summarize_point
-        from thetalker.pipeline.gpu_power import IDLE_POWER_S, measure_idle_power
+        from thetalker.pipeline.idle_power import IDLE_POWER_S, measure_idle_power
         from thetalker.pipeline.provenance import collect_provenance, utc_now
         from thetalker.pipeline.sampler import ResourceSampler
         from thetalker.pipeline.server_metrics import PointScrape
