@@ -550,3 +550,6 @@ def check_inputs(config: Mapping[str, Any]) -> None:
                 f"config field models.{model}.voice.clone: system {cannot[0][0]!r} speaks the "
                 f"{cannot[0][1]} API, whose server cannot clone voices (give voice.speaker)"
             )
+    from thetalker.pipeline.settings_checks import check_settings
+
+    check_settings(config)  # the settings search's knobs (docs/settings.md), one line each
