@@ -67,8 +67,9 @@ rule settings_file:
         f"{SETTING}/{{settingfile}}",
     params:
         text=lambda w: setting_of(w).text,
-    run:
-        Path(output[0]).write_text(params.text, encoding="utf-8")
+    # A shell line, not `run:` (a run block re-parses the workflow in a subprocess).
+    shell:
+        "printf '%s' {params.text:q} > {output:q}"
 
 
 rule settings_screen:
@@ -87,7 +88,7 @@ rule settings_screen:
         gpu=1,
     params:
         job=lambda w, input: sgrid.screen_job(
-            config, w.system, w.model, setting_of(w), input.setting
+            wfc.bench_job(config, w.system, w.model), config, setting_of(w), input.setting
         ).to_json(),
     shell:
         "python -m thetalker.pipeline.serve_and_sweep --job {params.job:q} --server-log {log.server:q} --records {output.records:q} > {log.bench:q} 2>&1"
@@ -148,7 +149,7 @@ rule settings_bench:
         gpu=1,
     params:
         job=lambda w, input: sgrid.search_job(
-            config, w.system, w.model, setting_of(w), input.setting
+            wfc.bench_job(config, w.system, w.model), config, setting_of(w), input.setting
         ).to_json(),
     shell:
         "python -m thetalker.pipeline.serve_and_sweep --job {params.job:q} --server-log {log.server:q} --records {output.records:q} --search-manifest {output.search:q} --slo {SETTINGS_SLO:q} > {log.bench:q} 2>&1"

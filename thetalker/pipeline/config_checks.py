@@ -552,4 +552,4 @@ def check_inputs(config: Mapping[str, Any]) -> None:
             )
     from thetalker.pipeline.settings_checks import check_settings
 
-    check_settings(config)  # the settings search's knobs (docs/settings.md), one line each
+    check_settings(config, bench_job)  # the settings search (docs/settings.md): one line each

@@ -13,18 +13,22 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from thetalker import backends
-from thetalker.pipeline.job import ConfigError, read_as_served
+from thetalker.pipeline.job import BenchJob, ConfigError, read_as_served
 from thetalker.pipeline.settings_grid import DEPLOY, SettingsError, settings_of, settings_systems
 
 __all__ = ["check_settings"]
 
 
-def check_settings(config: Mapping[str, Any]) -> None:
+def check_settings(
+    config: Mapping[str, Any], bench_job: Callable[[Any, str, str], BenchJob]
+) -> None:
+    """ConfigError (one line naming the knob) for the first knob that cannot run; `bench_job`:
+    config_checks.bench_job, for the budget's estimate."""
     search = config.get("settings_search") or {}
     for system, model in settings_systems(config):
         where = f"config field systems.{system}.settings"
@@ -55,16 +59,18 @@ def check_settings(config: Mapping[str, Any]) -> None:
                 except ValueError as exc:
                     why = str(exc).replace(str(path), setting.filename)
                     raise ConfigError(f"{where}: setting {setting.label}: {why}") from None
-    _check_budget(config)
+    _check_budget(config, bench_job)
 
 
-def _check_budget(config: Mapping[str, Any]) -> None:
+def _check_budget(
+    config: Mapping[str, Any], bench_job: Callable[[Any, str, str], BenchJob]
+) -> None:
     budget = (config.get("settings_search") or {}).get("budget_hours")
     if budget is None:
         return
     from thetalker.pipeline.settings_plan import estimate_settings
 
-    estimates = estimate_settings(config)
+    estimates = estimate_settings(config, bench_job)
     total = sum(e.hours for e in estimates)
     if total > float(budget):
         worst = max(estimates, key=lambda e: e.hours)

@@ -13,7 +13,7 @@ A knob is one of:
 The stock value is always a setting: the deploy file's own value (added first when the
 config's list leaves it out), or, for a flag or variable, `null` (not passed: the server's
 default). The settings are every combination of the knobs' values; each has a short
-readable label (`stock`, or the knobs it changes: `workers=1,max_active_streams=1`) and the
+readable label (`stock`, or the knobs it changes: `workers=1+max_active_streams=1`) and the
 sha256 of its file, which names the file (`deploy-<sha12>.yaml`, `args-<sha12>.yaml`) and
 enters the bench job's spec, so provenance records it like any deploy file.
 """
@@ -49,7 +49,7 @@ __all__ = [
 
 STOCK = "stock"  # the label of the all-stock setting
 FLAG, ENV, DEPLOY = "flag", "env", "deploy"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]")
 
 
 class SettingsError(ValueError):
@@ -113,10 +113,11 @@ def _put(data: Any, path: str, value: Any) -> None:
 
 
 def base_deploy(config: Mapping[str, Any], system: str, model: str) -> str | None:
-    """The deploy file a system's settings start from (None: a flag/env system)."""
-    from thetalker.pipeline.config_checks import deploy_file
-
-    return deploy_file(config, system, model)
+    """The deploy file a system's settings start from (None: a flag/env system), where
+    config_checks.deploy_file finds it (not imported: config_checks calls these checks)."""
+    if not config["systems"][system].get("use_deploy_file"):
+        return None
+    return f"{config['deploy_dir']}/{config['models'][model]['deploy']}.yaml"
 
 
 def _same_type(stock: Any, value: Any) -> bool:
@@ -174,7 +175,7 @@ def _label(knobs: Sequence[Knob], combo: Sequence[Any]) -> str:
         for k, v in zip(knobs, combo, strict=True)
         if _key(v) != _key(k.stock)
     ]
-    return _UNSAFE.sub("-", ",".join(changed)) if changed else STOCK
+    return _UNSAFE.sub("-", "+".join(changed)) if changed else STOCK
 
 
 def setting_file_text(base: Any, base_path: str | None, values: Mapping[str, Any]) -> str:
@@ -185,7 +186,11 @@ def setting_file_text(base: Any, base_path: str | None, values: Mapping[str, Any
         for path, value in values.items():
             _put(data, path, value)
         head = [f"# A setting of {base_path} (thetalker settings search):"]
-        head += [f"#   {p}: {json.dumps(lookup(base, p))} -> {json.dumps(v)}" for p, v in values.items()]
+        changed = [
+            (p, lookup(base, p), v) for p, v in values.items() if _key(lookup(base, p)) != _key(v)
+        ]
+        head += [f"#   {p}: {json.dumps(old)} -> {json.dumps(new)}" for p, old, new in changed]
+        head += [] if changed else ["#   (the base file's own values: the stock setting)"]
         return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False)
     args: list[str] = []
     env: dict[str, str] = {}
@@ -224,7 +229,7 @@ def settings_of(config: Mapping[str, Any], system: str, model: str) -> list[Sett
 
 def settings_systems(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(system, model) of every run with `settings:` knobs, in config order."""
-    from thetalker.pipeline.config_checks import system_models
+    from thetalker.pipeline.system_config import system_models
 
     return [
         (s, m)
@@ -245,34 +250,26 @@ def _with_setting(job: BenchJob, setting: Setting, file: str) -> BenchJob:
     )
 
 
-def screen_job(
-    config: Mapping[str, Any], system: str, model: str, setting: Setting, file: str
-) -> BenchJob:
-    """The screening job: one point at settings_search.screen's load, no search."""
-    from thetalker.pipeline.config_checks import bench_job
-
+def screen_job(base: BenchJob, config: Mapping[str, Any], setting: Setting, file: str) -> BenchJob:
+    """The screening job: one point at settings_search.screen's load, no search. `base`:
+    the (system, model)'s bench job (config_checks.bench_job)."""
     screen = config["settings_search"]["screen"]
     c, n = int(screen["concurrency"]), int(screen["requests"])
-    job = bench_job(config, system, model)
-    job = replace(job, concurrency=(c,), requests={c: n}, request_rates=(), rate_requests=None)
+    job = replace(base, concurrency=(c,), requests={c: n}, request_rates=(), rate_requests=None)
     job = replace(job, capacity=None, max_in_flight=None, repeats=1)
     return _with_setting(job, setting, file)
 
 
-def search_job(
-    config: Mapping[str, Any], system: str, model: str, setting: Setting, file: str
-) -> BenchJob:
+def search_job(base: BenchJob, config: Mapping[str, Any], setting: Setting, file: str) -> BenchJob:
     """The full search: the config's grid, then bisection (capacity.max_steps). The service
     level is not in the spec (`slo` None): it is given at run time (serve_and_sweep --slo),
     so a change of capacity.slo reruns no bench job; the table recomputes every capacity
-    from the records."""
-    from thetalker.pipeline.config_checks import bench_job
-
+    from the records. `base`: as screen_job's."""
     capacity = config["capacity"]
     search = {
         "max_steps": int(capacity["max_steps"]),
         "repeat_boundary": int(capacity["repeat_boundary"]),
         "slo": None,
     }
-    job = replace(bench_job(config, system, model), capacity=search, repeats=1)
+    job = replace(base, capacity=search, repeats=1)
     return _with_setting(job, setting, file)

@@ -6,10 +6,11 @@ checks refuse a search over `settings_search.budget_hours`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from thetalker.pipeline.job import BenchJob
 from thetalker.pipeline.plan import make_plan
 from thetalker.pipeline.settings_grid import screen_job, search_job, settings_of, settings_systems
 
@@ -38,17 +39,22 @@ def full_searches(n_settings: int, screen: Mapping[str, Any] | None, keep: int) 
     return n_settings if screen is None else min(n_settings, keep + 1)
 
 
-def estimate_settings(config: Mapping[str, Any]) -> list[SettingsEstimate]:
+def estimate_settings(
+    config: Mapping[str, Any], bench_job: Callable[[Any, str, str], BenchJob]
+) -> list[SettingsEstimate]:
+    """Per (system, model) with knobs; `bench_job`: config_checks.bench_job (passed in:
+    config_checks calls the settings checks, which call this)."""
     search = config["settings_search"]
     out = []
     for system, model in settings_systems(config):
         settings = settings_of(config, system, model)
         stock = settings[0]
         n_full = full_searches(len(settings), search["screen"], int(search["keep"]))
-        full = make_plan([search_job(config, system, model, stock, "x")], config["plan"], 1)
+        base = bench_job(config, system, model)
+        full = make_plan([search_job(base, config, stock, "x")], config["plan"], 1)
         screen_h, screened = 0.0, 0
         if search["screen"] is not None:
-            one = make_plan([screen_job(config, system, model, stock, "x")], config["plan"], 1)
+            one = make_plan([screen_job(base, config, stock, "x")], config["plan"], 1)
             screened, screen_h = len(settings), len(settings) * one.jobs[0].hours
         out.append(
             SettingsEstimate(

@@ -88,7 +88,9 @@ def run_rows(
     folder = Path(run["dir"])
     screen = json.loads((folder / "screen.json").read_text(encoding="utf-8"))
     kept = [s for s in screen["settings"] if s["kept"]]
-    results = [load_setting(folder / s["label"], run["points"], s["label"], s["stock"]) for s in kept]
+    results = [
+        load_setting(folder / s["label"], run["points"], s["label"], s["stock"]) for s in kept
+    ]
     ordered = rank(results, level)
     meta = {s["label"]: s for s in screen["settings"]}
     column = player_model(level.player_model).column
@@ -145,11 +147,17 @@ def run_rows(
     return rows, verdict
 
 
+# What the sampler's busy figure is of (thetalker.pipeline.sampler's sources).
+_DEVICE = {"nvidia-smi": "GPU", "proc": "CPU, % of one core"}
+
+
 def _setting_cell(row: Mapping[str, Any]) -> str:
     return f"{row['setting']} (stock)" if row["stock"] else row["setting"]
 
 
-def settings_table(runs: Sequence[tuple[Mapping[str, Any], list, dict]], level: ServiceLevel) -> str:
+def settings_table(
+    runs: Sequence[tuple[Mapping[str, Any], list, dict]], level: ServiceLevel
+) -> str:
     out = [
         "# Settings search\n",
         f"Service level: {level.describe()}. Every capacity is recomputed from the records. "
@@ -182,10 +190,10 @@ def settings_table(runs: Sequence[tuple[Mapping[str, Any], list, dict]], level: 
                  f"holds again at {r['cliff_streams']}" if r["cliff_streams"] else "no",
                  _n(r["rtfx"], 2), _n(r["ttfa_audible_s_p95"], 3),
                  _n(r["continuity_pct_model"], 1),
-                 f"{_n(r['busy_mean_pct'], 1)} ({r['busy_source'] or 'n/a'})",
+                 f"{_n(r['busy_mean_pct'], 1)} ({_DEVICE.get(r['busy_source'], MISSING)})",
                  _n(r["memory_peak_mib"], 0), _n(r["usd_per_million_chars"], 2)]
             )  # fmt: skip
-        out.append(markdown_table(header, body, label_columns=2))
+        out.append(markdown_table(header, body, label_columns=5))
         winner = verdict["winner"]
         if winner is None:
             out.append("\nNo setting was searched.\n")
@@ -208,6 +216,7 @@ def settings_table(runs: Sequence[tuple[Mapping[str, Any], list, dict]], level: 
             markdown_table(
                 ["streams", "best setting", "audible p95 (s)", "continuity %", "holding/measured"],
                 env,
+                label_columns=2,
             )
         )
     return "".join(out)
@@ -245,7 +254,9 @@ def best_yaml(
     return "\n".join(head) + "\n" + body
 
 
-def settings_figure(runs: Sequence[tuple[Mapping[str, Any], list, dict]], level: ServiceLevel, out: Path) -> None:
+def settings_figure(
+    runs: Sequence[tuple[Mapping[str, Any], list, dict]], level: ServiceLevel, out: Path
+) -> None:
     """Audible first audio p95 against streams per searched setting; star at its capacity."""
     fig, ax = plt.subplots(figsize=(8.0, 4.5))
     for run, _, verdict in runs:
@@ -305,7 +316,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 win = verdict["winner"] is not None and r["setting"] == verdict["winner"].label
                 comp = verdict.get("comparison")
                 writer.writerow(
-                    {**r, "winner": win, "distinguishable": comp.distinguishable if win and comp else None}
+                    {
+                        **r,
+                        "winner": win,
+                        "distinguishable": comp.distinguishable if win and comp else None,
+                    }
                 )
     args.figure.parent.mkdir(parents=True, exist_ok=True)
     settings_figure(done, level, args.figure)
