@@ -84,6 +84,8 @@ rule settings_screen:
     log:
         bench=f"{SETTING_LOGS}/screen.log",
         server=f"{SETTING_LOGS}/screen-server.log",
+    conda:
+        "../envs/bench.yaml"
     resources:
         gpu=1,
     params:
@@ -122,6 +124,10 @@ checkpoint settings_select:
         screen_summaries,
     output:
         "results/settings/{system}/{model}/screen.json",
+    log:
+        "results/logs/settings/{system}/{model}/select.log",
+    conda:
+        "../envs/report.yaml"
     params:
         settings=settings_list,
         keep=SETTINGS_SEARCH["keep"],
@@ -129,7 +135,7 @@ checkpoint settings_select:
             f"--load {SETTINGS_SCREEN['concurrency']} --summaries" if SETTINGS_SCREEN else ""
         ),
     shell:
-        "python -m thetalker.pipeline.settings_screen --out {output:q} --keep {params.keep} --settings {params.settings:q} {params.load} {input:q}"
+        "python -m thetalker.pipeline.settings_screen --out {output:q} --keep {params.keep} --settings {params.settings:q} {params.load} {input:q} > {log:q} 2>&1"
 
 
 rule settings_bench:
@@ -145,6 +151,8 @@ rule settings_bench:
     log:
         bench=f"{SETTING_LOGS}/bench.log",
         server=f"{SETTING_LOGS}/server.log",
+    conda:
+        "../envs/bench.yaml"
     resources:
         gpu=1,
     params:
@@ -183,6 +191,8 @@ rule settings_table:
         best=[f"results/settings/{s}/{m}/best.yaml" for s, m in SETTINGS_RUNS],
     log:
         "results/logs/settings_table.log",
+    conda:
+        "../envs/report.yaml"
     params:
         runs=json.dumps(
             [

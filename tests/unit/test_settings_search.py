@@ -198,3 +198,11 @@ def test_the_envelope_names_the_best_first_audio_among_continuous_settings():
 def test_screen_json_is_plain_json(tmp_path: Path):
     settings = [{"label": STOCK, "sha256": "s", "stock": True}]
     json.dumps(select(settings, {STOCK: summary(2)}, keep=1, load=2))
+
+
+def test_thetalker_plan_prints_the_settings_search(config, capsys):
+    from thetalker.cli.plan import main
+
+    assert main(["--configfile", "config/settings-local.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "Settings search" in out and "| local | piper-joe | 4 | 4 x short point" in out
