@@ -206,3 +206,31 @@ def test_thetalker_plan_prints_the_settings_search(config, capsys):
     assert main(["--configfile", "config/settings-local.yaml"]) == 0
     out = capsys.readouterr().out
     assert "Settings search" in out and "| local | piper-joe | 4 | 4 x short point" in out
+
+
+def test_a_vllm_omni_knob_is_a_dotted_path_into_its_deploy_file(monkeypatch):
+    monkeypatch.chdir(REPO)
+    chunk = "connectors.connector_of_shared_memory.extra.initial_codec_chunk_frames"
+    config = {
+        "deploy_dir": "deploy",
+        "models": {"q": {"deploy": "qwen3tts06b"}},
+        "systems": {
+            "v": {
+                "launcher": "vllm-omni",
+                "use_deploy_file": True,
+                # stage 0's stock value alone: one setting, but two knobs end alike
+                "settings": {
+                    "stages.0.max_num_seqs": [64],
+                    "stages.1.max_num_seqs": [1, 4],
+                    chunk: [4],
+                },
+            }
+        },
+    }
+    found = settings_of(config, "v", "q")
+    assert len(found) == 6  # max_num_seqs 64 (stock), 1, 4 x the chunk 16 (stock), 4
+    assert found[0].values == {"stages.0.max_num_seqs": 64, "stages.1.max_num_seqs": 64, chunk: 16}
+    labels = [s.label for s in found]
+    assert "stages.1.max_num_seqs=1+initial_codec_chunk_frames=4" in labels
+    served = yaml.safe_load(found[labels.index("stages.1.max_num_seqs=1")].text)
+    assert served["stages"][1]["max_num_seqs"] == 1 and served["stages"][0]["max_num_seqs"] == 64

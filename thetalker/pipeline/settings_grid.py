@@ -169,10 +169,20 @@ def _key(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def _short_names(knobs: Sequence[Knob]) -> list[str]:
+    """Each knob's name in a label: its path's last part where no other knob's ends alike
+    (`initial_codec_chunk_frames`), else its whole path (`stages.1.max_num_seqs`)."""
+    last = [k.path.lstrip("-").split(".")[-1] for k in knobs]
+    return [
+        name if last.count(name) == 1 else k.path.lstrip("-")
+        for k, name in zip(knobs, last, strict=True)
+    ]
+
+
 def _label(knobs: Sequence[Knob], combo: Sequence[Any]) -> str:
     changed = [
-        f"{k.path.lstrip('-')}={_key(v).strip(chr(34))}"
-        for k, v in zip(knobs, combo, strict=True)
+        f"{name}={_key(v).strip(chr(34))}"
+        for k, name, v in zip(knobs, _short_names(knobs), combo, strict=True)
         if _key(v) != _key(k.stock)
     ]
     return _UNSAFE.sub("-", "+".join(changed)) if changed else STOCK
