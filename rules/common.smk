@@ -169,8 +169,6 @@ def get_final_output():
         targets += ["results/tables/by_rate.md", "results/figures/by_rate.png"]
     if AGENT_SYSTEMS:
         targets += ["results/tables/agent.md", "results/figures/agent.png"]
-    if SETTINGS_RUNS:  # rules/settings.smk: the settings search over systems' knobs
-        targets += ["results/tables/settings.md", "results/figures/settings.png"]
     if QUALITY["enabled"]:
         targets += [
             "results/tables/wer.md",

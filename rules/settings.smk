@@ -163,12 +163,11 @@ rule settings_bench:
         "python -m thetalker.pipeline.serve_and_sweep --job {params.job:q} --server-log {log.server:q} --records {output.records:q} --search-manifest {output.search:q} --slo {SETTINGS_SLO:q} > {log.bench:q} 2>&1"
 
 
-def settings_table_inputs(wildcards):
-    """Each run's screen.json (the checkpoint), then every kept setting's search.json."""
+def settings_searched(wildcards):
+    """Every kept setting's search.json, from each run's screen.json (the checkpoint)."""
     files = []
     for system, model in SETTINGS_RUNS:
         screen = checkpoints.settings_select.get(system=system, model=model).output[0]
-        files.append(screen)
         kept = [s["label"] for s in json.loads(Path(screen).read_text())["settings"] if s["kept"]]
         files += [
             f"{SETTING}/search.json".format(system=system, model=model, setting=x)
@@ -179,7 +178,10 @@ def settings_table_inputs(wildcards):
 
 rule settings_table:
     input:
-        settings_table_inputs,
+        # Every run's screen.json named plainly, so every run's screen is planned at once
+        # (the checkpoint function below stops at the first run not yet screened).
+        screens=[f"results/settings/{s}/{m}/screen.json" for s, m in SETTINGS_RUNS],
+        searched=settings_searched,
     output:
         table=report(
             "results/tables/settings.md",

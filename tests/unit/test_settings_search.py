@@ -234,3 +234,19 @@ def test_a_vllm_omni_knob_is_a_dotted_path_into_its_deploy_file(monkeypatch):
     assert "stages.1.max_num_seqs=1+initial_codec_chunk_frames=4" in labels
     served = yaml.safe_load(found[labels.index("stages.1.max_num_seqs=1")].text)
     assert served["stages"][1]["max_num_seqs"] == 1 and served["stages"][0]["max_num_seqs"] == 64
+
+
+def test_thetalker_plan_prints_the_published_settings_search_gpu_hours(config, capsys):
+    from thetalker.cli.plan import main
+
+    assert main(["--configfile", "config/published.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "| vllm-omni | qwen3tts17b | 12 | 12 x short point" in out
+    assert "GPU-hours screening" in out and "GPU-hours full search" in out
+
+
+def test_settings_search_models_names_known_models(config):
+    cfg = copy.deepcopy(config)
+    cfg["settings_search"]["models"] = ["piper-jo"]
+    with pytest.raises(ConfigError, match=r"^config field settings_search.models: unknown model"):
+        check_settings(cfg, bench_job)

@@ -30,6 +30,12 @@ def check_settings(
     """ConfigError (one line naming the knob) for the first knob that cannot run; `bench_job`:
     config_checks.bench_job, for the budget's estimate."""
     search = config.get("settings_search") or {}
+    unknown = [m for m in search.get("models") or [] if m not in config["models"]]
+    if unknown:
+        raise ConfigError(
+            f"config field settings_search.models: unknown model {unknown[0]!r} "
+            f"(models: {', '.join(config['models'])})"
+        )
     for system, model in settings_systems(config):
         where = f"config field systems.{system}.settings"
         try:

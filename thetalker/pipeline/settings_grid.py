@@ -238,14 +238,17 @@ def settings_of(config: Mapping[str, Any], system: str, model: str) -> list[Sett
 
 
 def settings_systems(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(system, model) of every run with `settings:` knobs, in config order."""
+    """(system, model) of every run with `settings:` knobs, in config order
+    (`settings_search.models`: those models only)."""
     from thetalker.pipeline.system_config import system_models
 
+    only = (config.get("settings_search") or {}).get("models")
     return [
         (s, m)
         for s, spec in config["systems"].items()
         if spec.get("settings")
         for m in system_models(config, s)
+        if only is None or m in only
     ]
 
 

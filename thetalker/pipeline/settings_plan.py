@@ -51,11 +51,13 @@ def estimate_settings(
         stock = settings[0]
         n_full = full_searches(len(settings), search["screen"], int(search["keep"]))
         base = bench_job(config, system, model)
-        full = make_plan([search_job(base, config, stock, "x")], config["plan"], 1)
-        screen_h, screened = 0.0, 0
-        if search["screen"] is not None:
-            one = make_plan([screen_job(base, config, stock, "x")], config["plan"], 1)
-            screened, screen_h = len(settings), len(settings) * one.jobs[0].hours
+        screened = len(settings) if search["screen"] is not None else 0
+        jobs = [screen_job(base, config, stock, "x")] * screened
+        jobs += [search_job(base, config, stock, "x")] * n_full
+        # One after another on a GPU: the first start is cold, every later one warm.
+        plan = make_plan(jobs, config["plan"], 1)
+        screen_h = sum(j.hours for j in plan.jobs[:screened])
+        search_h = sum(j.hours for j in plan.jobs[screened:])
         out.append(
             SettingsEstimate(
                 system,
@@ -64,8 +66,8 @@ def estimate_settings(
                 screened,
                 screen_h,
                 n_full,
-                n_full * full.jobs[0].hours,
-                full.jobs[0].gpu,
+                search_h,
+                plan.jobs[-1].gpu,
             )
         )
     return out
