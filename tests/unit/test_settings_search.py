@@ -250,3 +250,10 @@ def test_settings_search_models_names_known_models(config):
     cfg["settings_search"]["models"] = ["piper-jo"]
     with pytest.raises(ConfigError, match=r"^config field settings_search.models: unknown model"):
         check_settings(cfg, bench_job)
+
+
+def test_requests_per_second_held_come_from_the_open_loop_points():
+    result = setting("a", 4, AUDIBLE)
+    result.rate_loads = {1.0: summary(4), 2.0: summary(4, continuity=50.0)}
+    assert result.rate_capacity(LEVEL).label(" req/s") == "1 req/s"
+    assert setting("b", 4, AUDIBLE).rate_capacity(LEVEL).label() == "n/a"

@@ -40,9 +40,15 @@ class SettingResult:
     stock: bool
     loads: dict[float, dict[str, Any]]
     records: dict[float, list[dict[str, Any]]] = field(default_factory=dict)
+    # The open-loop points (request rate -> summary), where the config has request_rates.
+    rate_loads: dict[float, dict[str, Any]] = field(default_factory=dict)
 
     def capacity(self, level: ServiceLevel) -> Capacity:
         return find_capacity({x: level.holds(s) for x, s in self.loads.items()})
+
+    def rate_capacity(self, level: ServiceLevel) -> Capacity:
+        """Requests per second held (`NO_POINTS` without open-loop points)."""
+        return find_capacity({x: level.holds(s) for x, s in self.rate_loads.items()})
 
 
 def p95_at(result: SettingResult, load: float | None) -> float | None:

@@ -49,7 +49,8 @@ __all__ = ["load_setting", "run_rows", "settings_table", "best_yaml", "main"]
 
 
 def _point(records_path: Path) -> tuple[float, list[dict[str, Any]], dict[str, Any]]:
-    """(concurrency, scored records, summary + resources) of one point's folder."""
+    """(load, scored records, summary + resources) of one point's folder: the load is its
+    concurrency, or its request rate (open loop)."""
     where = layout.point_location(records_path)
     records = [r for r in read_records(records_path) if not r.get("warmup")]
     summary = summarize_point(records, concurrency=where.concurrency).to_dict()
@@ -59,19 +60,24 @@ def _point(records_path: Path) -> tuple[float, list[dict[str, Any]], dict[str, A
         prov = {}
     summary["_resources"] = prov.get("resources") or {}
     summary["_provenance"] = records_path.parent / "provenance.json"
-    return float(where.concurrency or 0), records, summary
+    load = where.concurrency if where.concurrency is not None else where.request_rate
+    return float(load or 0), records, summary
 
 
 def load_setting(folder: Path, points: Sequence[str], label: str, stock: bool) -> SettingResult:
-    """A searched setting's grid points and search points (closed loop only)."""
-    paths = [folder / p / "records.jsonl" for p in points if p.startswith("c")]
+    """A searched setting's grid points and search points, closed and open loop."""
+    paths = [folder / p / "records.jsonl" for p in points]
     manifest = folder / "search.json"
     if manifest.is_file():
         paths += [Path(p) for p in read_search_manifest(manifest).records()]
     result = SettingResult(label, stock, {})
     for path in paths:
-        if path.is_file() and layout.point_location(path).concurrency is not None:
-            load, records, summary = _point(path)
+        if not path.is_file():
+            continue
+        load, records, summary = _point(path)
+        if layout.point_location(path).concurrency is None:
+            result.rate_loads[load] = summary
+        else:
             result.loads[load], result.records[load] = summary, records
     return result
 
@@ -109,6 +115,7 @@ def run_rows(
                 "place": place,
                 "capacity_streams": cap.load,
                 "capacity_label": cap.label(),
+                "capacity_rps_label": r.rate_capacity(level).label(" req/s"),
                 "broke_first": broke_first(level, cap, r.loads),
                 "cliff_streams": ";".join(f"{x:g}" for x in cap.passing_above),
                 "rtfx": at.get("rtfx"),
@@ -172,6 +179,9 @@ def settings_table(
         header = ["setting", "sha256", "streams held", "broke first (at the next load)", "cliff"]
         header += ["RTFx", "audible p95 (s)", f"continuity % ({level.player_model})"]
         header += ["busy %", "memory (MiB)", "USD/M chars"]
+        # Requests per second held, where the open-loop points (request_rates) ran.
+        rates = any(r.get("capacity_rps_label") not in (None, "n/a") for r in rows)
+        header += ["req/s held"] if rates else []
         body = []
         for r in rows:
             if r["screened_out_at"] is not None:
@@ -182,6 +192,7 @@ def settings_table(
                      f"at c{r['screened_out_at']}: continuity {_n(sc.get('continuity_pct'), 1)}%, "
                      f"audible p95 {_n(sc.get('ttfa_audible_s_p95'), 3)} s",
                      MISSING, MISSING, MISSING, MISSING, MISSING, MISSING, MISSING]
+                    + ([MISSING] if rates else [])
                 )  # fmt: skip
                 continue
             body.append(
@@ -192,6 +203,7 @@ def settings_table(
                  _n(r["continuity_pct_model"], 1),
                  f"{_n(r['busy_mean_pct'], 1)} ({_DEVICE.get(r['busy_source'], MISSING)})",
                  _n(r["memory_peak_mib"], 0), _n(r["usd_per_million_chars"], 2)]
+                + ([r["capacity_rps_label"]] if rates else [])
             )  # fmt: skip
         out.append(markdown_table(header, body, label_columns=5))
         winner = verdict["winner"]
@@ -303,7 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.table.parent.mkdir(parents=True, exist_ok=True)
     args.table.write_text(settings_table(done, level), encoding="utf-8")
     fields = ["system", "model", "setting", "stock", "sha256", "place", "capacity_streams",
-              "capacity_label", "broke_first", "cliff_streams", "rtfx", "ttfa_audible_s_p95",
+              "capacity_label", "capacity_rps_label", "broke_first", "cliff_streams", "rtfx",
+              "ttfa_audible_s_p95",
               "continuity_pct_model", "busy_mean_pct", "busy_source", "memory_peak_mib",
               "usd_per_million_chars", "screened_out_at", "screen_rank", "winner",
               "distinguishable"]  # fmt: skip
