@@ -55,7 +55,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.g
 
 from thetalker.client import BenchOptions, arun_benchmark  # noqa: E402
 from thetalker.data.prompts import Prompt  # noqa: E402
-from thetalker.data.records import read_records  # noqa: E402
+from thetalker.data.record_reads import read_records  # noqa: E402
 
 __all__ = ["main"]
 

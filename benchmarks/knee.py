@@ -22,7 +22,7 @@ import tempfile
 from datetime import date
 from pathlib import Path
 
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 from thetalker.metrics import summarize_point
 
 REPO = Path(__file__).resolve().parents[1]

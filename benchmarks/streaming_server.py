@@ -30,7 +30,7 @@ from typing import Any
 from benchmarks.server_overhead import PROMPTS, local_server
 from thetalker.client import BenchOptions, run_benchmark
 from thetalker.data.prompts import Prompt
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 from thetalker.metrics import summarize_point
 from thetalker.server.engine import PiperBackend
 from thetalker.server.pieces import ChunkPlan, split_sentences

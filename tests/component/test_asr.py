@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from thetalker.data.records import RECORD_FIELDS, RecordError
+from thetalker.data.record_reads import RecordError
+from thetalker.data.records import RECORD_FIELDS
 from thetalker.quality import asr, wer
 
 # Sentences of the Seed-TTS-Eval EN set that the joe voice and tiny.en get right.

@@ -14,7 +14,7 @@ import pytest
 from tests.support.paths import REPO
 from tests.support.scripted_server import Script, ScriptedServer
 from thetalker.cli.bench import exit_status, main
-from thetalker.data.records import read_json, read_records
+from thetalker.data.record_reads import read_json, read_records
 from thetalker.lifecycle.launch import free_port
 
 

@@ -33,6 +33,7 @@ from thetalker.client import (
 )
 from thetalker.client.body import BodyEncoder  # the run's body seam
 from thetalker.data.prompts import Prompt, ordered_prompts
+from thetalker.data.record_reads import read_json, read_records
 from thetalker.data.records import (
     ALL_RECORD_FIELDS,
     OPTIONAL_SUMMARY_FIELDS,
@@ -40,8 +41,6 @@ from thetalker.data.records import (
     SUMMARY_FIELDS,
     Record,
     RequestFigures,
-    read_json,
-    read_records,
 )
 from thetalker.data.wavio import read_wav, write_wav
 

@@ -19,7 +19,7 @@ from tests.support.scripted_server import Script, ScriptedServer
 from thetalker import metrics
 from thetalker.client import run_benchmark
 from thetalker.data.prompts import Prompt
-from thetalker.data.records import read_json, read_records
+from thetalker.data.record_reads import read_json, read_records
 from thetalker.pipeline import config_checks as wfc
 from thetalker.pipeline.serve_and_sweep import bench_options
 

@@ -13,7 +13,7 @@ import pytest
 from tests.support.scripted_server import Script, ScriptedServer
 from thetalker.client import BenchOptions, run_benchmark
 from thetalker.data.prompts import Prompt
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 from thetalker.metrics import is_rejection
 
 

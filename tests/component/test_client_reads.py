@@ -27,7 +27,7 @@ from thetalker.client.receive import StampingConnector
 from thetalker.client.schedule import closed_loop
 from thetalker.client.sender import Sender
 from thetalker.data.prompts import Prompt
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 
 
 def _run(srv: ScriptedServer, out: Path, texts: list[str], **kw: Any) -> list[dict[str, Any]]:

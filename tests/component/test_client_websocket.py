@@ -19,7 +19,8 @@ from thetalker.client.pacing import (
 )
 from thetalker.client.websocket import session_config, stream_url
 from thetalker.data.prompts import Prompt
-from thetalker.data.records import ALL_RECORD_FIELDS, ERROR_TYPES, read_records
+from thetalker.data.record_reads import read_records
+from thetalker.data.records import ALL_RECORD_FIELDS, ERROR_TYPES
 
 TEXT = "Hello there, friend. This is the second one! And a third"
 PROMPTS = [Prompt("s1", TEXT)]

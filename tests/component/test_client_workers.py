@@ -38,7 +38,7 @@ from thetalker.client.progress import Progress
 from thetalker.client.schedule import arrival_offsets
 from thetalker.client.workers import max_overlap, split_items
 from thetalker.data.prompts import Prompt
-from thetalker.data.records import read_json, read_records
+from thetalker.data.record_reads import read_json, read_records
 
 
 def _prompts(n: int) -> list[Prompt]:

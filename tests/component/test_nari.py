@@ -23,7 +23,7 @@ from tests.support.processes import pid_alive
 from thetalker.cli import bench
 from thetalker.client import websocket as client_ws
 from thetalker.client.nari_socket import MAX_APPENDS, batch_pieces
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 from thetalker.lifecycle.launch import ServerSpec, launch_server
 from thetalker.lifecycle.processes import group_alive
 

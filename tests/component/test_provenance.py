@@ -17,7 +17,8 @@ from types import SimpleNamespace
 import pytest
 
 from tests.support.paths import REPO
-from thetalker.data.records import read_json, write_json
+from thetalker.data.record_reads import read_json
+from thetalker.data.record_writes import write_json
 from thetalker.pipeline.provenance import (
     PACKAGES,
     PROVENANCE_SCHEMA,

@@ -209,7 +209,7 @@ def test_bench_client_against_it(
 ) -> None:
     import thetalker.client as client
     from thetalker.data.prompts import Prompt
-    from thetalker.data.records import read_records
+    from thetalker.data.record_reads import read_records
 
     prompts = [
         Prompt(f"s{i}", text)

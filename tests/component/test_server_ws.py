@@ -14,7 +14,7 @@ from tests.support.server_fixtures import LocalServer
 from tests.support.server_fixtures import local_server as local_server  # the fixture
 from thetalker.client import BenchOptions, run_benchmark
 from thetalker.data.prompts import Prompt
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 from thetalker.server.app import make_app
 from thetalker.server.engine import FakeEngine
 from thetalker.server.units import UnitSplitter

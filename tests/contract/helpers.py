@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.contract.conftest import thetalker_cli
 from tests.contract.schedule import PROFILES, chunk_samples
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 from thetalker.lifecycle.deploy import resolve
 
 __all__ = [

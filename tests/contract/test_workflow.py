@@ -13,7 +13,7 @@ import yaml
 from tests.contract.conftest import SERVER
 from tests.contract.schedule import PROFILES, chunk_samples
 from tests.support.workflow_copy import STANDINS, copy_workflow, smk
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 
 QWEN = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.contract_sglang.schedule import DEFAULT_FRAMES, chunk_samples
 from tests.support.paths import REPO
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 
 SERVER = ("--server", "sglang-omni")
 TEXTS = ["Hello there, this is the first sentence.", "A second one, a bit longer than that."]

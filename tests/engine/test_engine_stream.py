@@ -27,7 +27,7 @@ import pytest
 from tests.engine.conftest import FRAME_BYTES, PROMPTS, RATE, SPEAKER, speak
 from thetalker.client import BenchOptions, run_benchmark
 from thetalker.data.prompts import load_prompts
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 from thetalker.pipeline.server_metrics import PointScrape
 from thetalker.report.server import reconcile
 

@@ -16,7 +16,7 @@ import yaml
 from tests.engine.conftest import HERE, processes_with
 from tests.support.paths import REPO
 from tests.support.workflow_copy import copy_workflow, smk, smk_env, write_config
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 from thetalker.lifecycle.leftover import group_members
 
 SYSTEM, MODEL = "vllm-omni-cpu", "tiny-qwen3-tts"

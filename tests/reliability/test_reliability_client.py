@@ -21,7 +21,7 @@ import pytest
 from tests.support.paths import REPO
 from tests.support.scripted_server import Script, ScriptedServer
 from thetalker.cli.bench import main
-from thetalker.data.records import read_json, read_records
+from thetalker.data.record_reads import read_json, read_records
 
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 

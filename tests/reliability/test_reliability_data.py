@@ -22,10 +22,10 @@ from tests.support.paths import REPO
 from tests.support.scripted_server import Script, ScriptedServer
 from thetalker.client import BenchError, BenchOptions, run_benchmark
 from thetalker.client.context import audio_file_name
+from thetalker.data import record_reads, record_writes, wavio
 from thetalker.data import records as records_mod
-from thetalker.data import wavio
 from thetalker.data.prompts import Prompt, PromptError, load_prompts
-from thetalker.data.records import RecordError, read_json, read_records
+from thetalker.data.record_reads import RecordError, read_json, read_records
 from thetalker.data.wavio import (
     WavError,
     build_wav_header,
@@ -164,7 +164,7 @@ def test_a_failed_write_mid_run_stops_the_point_without_root(
 ):
     """The same without a tmpfs: the 11th write fails as a full disk does (ENOSPC), in the
     writer thread of a run with workers (a patch here cannot reach the writer process)."""
-    real = records_mod.append_record
+    real = record_writes.append_record
     written = []
 
     def failing(fh: Any, record: Any, sync: bool = True) -> None:
@@ -187,8 +187,8 @@ def test_write_errors_name_the_file(tmp_path: Path):
     target.parent.mkdir()
     fh = target.open("w", encoding="utf-8")
     os.close(fh.fileno())  # the descriptor is gone: every write fails
-    with pytest.raises(records_mod.RecordWriteError) as info:
-        records_mod.append_record(fh, {"request_index": 7})
+    with pytest.raises(record_writes.RecordWriteError) as info:
+        record_writes.append_record(fh, {"request_index": 7})
     assert str(target) in str(info.value) and "request 7" in str(info.value)
     with contextlib.suppress(OSError):
         fh.close()
@@ -385,7 +385,7 @@ def test_the_same_file_given_twice_is_refused_by_every_multi_file_reader(
     alias = tmp_path / "alias.jsonl"
     alias.symlink_to(path)
     with pytest.raises(RecordError, match="given twice"):
-        records_mod.read_rounds([path, alias])
+        record_reads.read_rounds([path, alias])
     out = tmp_path / "points.csv"
     assert points.main([str(path), str(path), "--out", str(out)]) == 1
     assert "again" in capsys.readouterr().err and not out.exists()
@@ -436,7 +436,7 @@ def test_a_field_the_schema_does_not_declare_passes(tmp_path: Path):
 
 
 def test_missing_indices_are_found_without_anything_sized_by_the_largest_index():
-    gap = records_mod.incompleteness("f", [0, 1, 10_000_000])
+    gap = record_reads.incompleteness("f", [0, 1, 10_000_000])
     assert gap is not None and "9999998 of 10000001 request indices missing (2-9999999)" in gap
 
 
@@ -448,10 +448,10 @@ def test_records_and_json_are_written_as_standard_json_or_refused_naming_the_fie
         (tmp_path / "r.jsonl").open("w", encoding="utf-8") as fh,
         pytest.raises(ValueError, match=r"^ttfa_s: not a finite number"),
     ):
-        records_mod.append_record(fh, nan)
+        record_writes.append_record(fh, nan)
     assert (tmp_path / "r.jsonl").read_text() == ""
     with pytest.raises(ValueError, match=r"^agent\.lag\.1: not a finite number"):
-        records_mod.write_json(tmp_path / "s.json", {"agent": {"lag": [0.1, float("inf")]}})
+        record_writes.write_json(tmp_path / "s.json", {"agent": {"lag": [0.1, float("inf")]}})
     assert not (tmp_path / "s.json").exists()
 
 

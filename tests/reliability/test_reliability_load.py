@@ -22,7 +22,7 @@ import pytest
 from tests.support.paths import REPO
 from thetalker.client import BenchOptions, run_benchmark
 from thetalker.data.prompts import Prompt
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 
 STREAMS = 1024
 

@@ -26,7 +26,7 @@ from tests.support.records import make_record, write_point
 from tests.support.scripted_server import Script, ScriptedServer
 from thetalker.client import BenchOptions, run_benchmark
 from thetalker.data.prompts import Prompt
-from thetalker.data.records import read_json, read_records
+from thetalker.data.record_reads import read_json, read_records
 from thetalker.lifecycle.readiness import health_ok
 from thetalker.pipeline.provenance import collect_provenance, write_provenance
 from thetalker.pipeline.server_metrics import PointScrape, ScrapeError, scrape

@@ -19,7 +19,7 @@ from tests.support.ws_scripted_server import WsScript, start_ws_scripted_server
 from thetalker.client import BenchOptions, run_benchmark
 from thetalker.client import websocket as client_ws
 from thetalker.data.prompts import Prompt
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 from thetalker.server.app import make_app
 from thetalker.server.engine import FakeEngine
 from thetalker.server.guard import ServerLimits

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from thetalker.data.records import RECORD_FIELDS, append_record
+from thetalker.data.record_writes import append_record
+from thetalker.data.records import RECORD_FIELDS
 
 __all__ = ["make_record", "with_audio", "write_point"]
 

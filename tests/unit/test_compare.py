@@ -12,7 +12,8 @@ import pytest
 from tests.support.records import make_record, with_audio
 from thetalker import metrics
 from thetalker.cli import compare as compare_cli
-from thetalker.data.records import SCHEMA_VERSION, append_record, write_json
+from thetalker.data.record_writes import append_record, write_json
+from thetalker.data.records import SCHEMA_VERSION
 from thetalker.report import compare
 
 

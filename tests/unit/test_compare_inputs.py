@@ -10,7 +10,7 @@ import pytest
 
 from tests.unit.test_compare import BASE_AUDIO, BASE_TTFA, _run, write_point
 from thetalker.cli import compare as compare_cli
-from thetalker.data.records import write_json
+from thetalker.data.record_writes import write_json
 from thetalker.report import compare
 
 

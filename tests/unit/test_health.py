@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.support.records import make_record
-from thetalker.data.records import append_record
+from thetalker.data.record_writes import append_record
 from thetalker.data.wavio import write_wav
 from thetalker.quality import health
 

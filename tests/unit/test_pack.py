@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.records import make_record
 from tests.support.tiers import unavailable
-from thetalker.data.records import append_record
+from thetalker.data.record_writes import append_record
 from thetalker.data.wavio import read_wav, write_wav
 from thetalker.quality import pack
 

@@ -17,12 +17,8 @@ from hypothesis import strategies as st
 
 from thetalker import metrics
 from thetalker.client.decode import drop_front
-from thetalker.data.records import (
-    OPTIONAL_RECORD_FIELDS,
-    SCHEMA_VERSION,
-    Record,
-    read_records,
-)
+from thetalker.data.record_reads import read_records
+from thetalker.data.records import OPTIONAL_RECORD_FIELDS, SCHEMA_VERSION, Record
 
 RATE = 24000
 

@@ -14,7 +14,7 @@ import pytest
 from tests.support.paths import REPO
 from thetalker.data import appender as appender_mod
 from thetalker.data.appender import RecordAppender
-from thetalker.data.records import RecordWriteError
+from thetalker.data.record_writes import RecordWriteError
 
 
 def indices(path: Path) -> list[int]:

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from thetalker.data import records as records_mod
-from thetalker.data.records import RecordError, check_record, read_records, read_rounds
+from thetalker.data.record_reads import RecordError, fast_record, read_records, read_rounds
+from thetalker.data.records import check_record
 from thetalker.report import points
 
 
@@ -152,7 +153,7 @@ MUTATIONS = [
 def test_the_one_pass_check_takes_what_the_field_check_takes(over: dict):
     record = _record(0, **over)
     line = json.dumps(record).encode()
-    fast = records_mod._fast_record(line)
+    fast = fast_record(line)
     assert (fast is not None) == (check_record(json.loads(line)) is None)
     if fast is not None:
         assert fast == json.loads(line)
@@ -162,7 +163,7 @@ def test_the_one_pass_check_takes_no_line_missing_a_field():
     for name in records_mod.RECORD_FIELDS:
         record = _record(0)
         del record[name]
-        assert records_mod._fast_record(json.dumps(record).encode()) is None, name
+        assert fast_record(json.dumps(record).encode()) is None, name
 
 
 def _with_tail(record: dict, tail: str) -> bytes:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.records import make_record, with_audio, write_point
 from thetalker import metrics
-from thetalker.data.records import append_record
+from thetalker.data.record_writes import append_record
 from thetalker.metrics import point_cost, summarize_point
 from thetalker.report import capacity as report_capacity
 from thetalker.report import common, figures, points, tables
@@ -326,7 +326,7 @@ def test_a_point_measured_on_a_busy_machine_is_named_in_the_tables(tmp_path, run
     # Issue 45: two engines on one CPU. The share of the machine's CPU other processes took
     # (provenance.json's resources.other_cpu_pct) reaches points.csv, and every table marks
     # a point at or above BUSY_OTHER_CPU_PCT; below it, or with no figure, nothing is said.
-    from thetalker.data.records import write_json
+    from thetalker.data.record_writes import write_json
     from thetalker.pipeline.machine_load import BUSY_OTHER_CPU_PCT
 
     busy, calm = BUSY_OTHER_CPU_PCT + 40.0, BUSY_OTHER_CPU_PCT - 15.0

@@ -23,7 +23,7 @@ import pytest
 from tests.support import workflow_copy
 from tests.support.paths import REPO
 from tests.support.slurm import cluster_or_skip
-from thetalker.data.records import read_json
+from thetalker.data.record_reads import read_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 

@@ -26,7 +26,7 @@ from tests.support.workflow_copy import (
     tiny_config,
     write_config,
 )
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 from thetalker.metrics import summarize_point
 
 

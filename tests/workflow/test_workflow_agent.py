@@ -152,7 +152,7 @@ def test_the_agent_system_runs_against_the_standins_socket(tmp_path: Path) -> No
 
     from tests.support.processes import processes_in
     from tests.support.workflow_copy import copy_workflow, smk
-    from thetalker.data.records import read_records
+    from thetalker.data.record_reads import read_records
 
     workdir = copy_workflow(tmp_path / "wf")
     shutil.copy2(ROOT / "tests" / "configs" / "standin_agent.yaml", workdir / "agent.yaml")

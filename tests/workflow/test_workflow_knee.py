@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 from thetalker.metrics import summarize_point
 
 # Client-side stamps of two streams on one event loop: one turn of the loop may separate the

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 from thetalker.metrics import summarize_point
 from thetalker.pipeline.capacity import ServiceLevel, find_capacity
 from thetalker.pipeline.load_points import service_level_spec

@@ -17,7 +17,7 @@ from tests.support.processes import processes_in
 from tests.support.workflow_copy import REPO as ROOT
 from tests.support.workflow_copy import copy_workflow, smk
 from tests.workflow.test_workflow import rules_of
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 
 
 @pytest.fixture

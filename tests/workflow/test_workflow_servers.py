@@ -19,7 +19,7 @@ import yaml
 from tests.support.paths import STANDINS
 from tests.support.processes import processes_in
 from tests.support.workflow_copy import REPO, copy_workflow, smk, smk_env
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 from thetalker.lifecycle.launch import free_port
 
 KEY_ENV = "THETALKER_TEST_EXTERNAL_KEY"

@@ -42,7 +42,7 @@ from thetalker.client.summary import point_summary
 from thetalker.client.workers import run_workers
 from thetalker.client.ws_sender import WsSender
 from thetalker.data.prompts import Prompt, ordered_prompts
-from thetalker.data.records import write_json
+from thetalker.data.record_writes import write_json
 from thetalker.data.wavio import wav_data_uri
 from thetalker.util.checks import field_message
 from thetalker.util.fdlimit import FdLimitError, ensure_fd_limit

@@ -42,7 +42,7 @@ from thetalker.client.options import BenchError
 from thetalker.client.record import build_record
 from thetalker.client.writes import RecordWrites, describe_write
 from thetalker.data.appender import RecordAppender
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 
 __all__ = ["RecordWriterProcess", "WriterMessage"]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from thetalker.client.exchange import describe
 from thetalker.data.appender import RecordAppender
-from thetalker.data.records import RecordWriteError
+from thetalker.data.record_writes import RecordWriteError
 
 __all__ = ["RecordWrites", "describe_write"]
 

@@ -7,7 +7,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
-from thetalker.data.records import Record, RecordWriteError, append_record
+from thetalker.data.record_writes import RecordWriteError, append_record
+from thetalker.data.records import Record
 
 __all__ = ["SYNC_EVERY_S", "RecordAppender"]
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from thetalker.data.records import RecordError, read_json, write_json
+from thetalker.data.record_reads import RecordError, read_json
+from thetalker.data.record_writes import write_json
 
 __all__ = [
     "SEARCH_MANIFEST_VERSION",

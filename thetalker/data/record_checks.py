@@ -1,8 +1,9 @@
 """Read-time checks of a parsed JSON object against declared field types.
 
-thetalker.data.records checks every record line it reads with these (`check_record`): a
-value is of its field's declared type or refused with why, strictly (a bool is no int, a
-string is no bool, a float is finite), so no reader reinterprets a value it was given.
+Every record line thetalker.data.record_reads reads is checked with these (through
+thetalker.data.records' `check_record`): a value is of its field's declared type or refused
+with why, strictly (a bool is no int, a string is no bool, a float is finite), so no reader
+reinterprets a value it was given.
 `timeline_problem` checks a well-typed record's derived figures against its own timeline.
 """
 

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from thetalker.api.auth import auth_headers
-from thetalker.data.records import write_json
+from thetalker.data.record_writes import write_json
 from thetalker.lifecycle.gpu import visible_gpus
 from thetalker.lifecycle.serving_env import contamination
 from thetalker.util.http_get import GetError, http_get, redirect_note, redirect_origin

@@ -186,7 +186,8 @@ class _Session:
         thetalker.report.points computes it), with `failure` when a round failed its
         acceptance. A failed grid point stops the job; a failed search point only fails."""
         from thetalker.client import format_point_end, run_benchmark
-        from thetalker.data.records import read_rounds, write_json
+        from thetalker.data.record_reads import read_rounds
+        from thetalker.data.record_writes import write_json
         from thetalker.metrics import summarize_point
         from thetalker.pipeline.idle_power import IDLE_POWER_S, measure_idle_power
         from thetalker.pipeline.provenance import collect_provenance, utc_now

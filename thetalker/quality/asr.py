@@ -30,7 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from thetalker.data.records import RecordError, read_records, write_json
+from thetalker.data.record_reads import RecordError, read_records
+from thetalker.data.record_writes import write_json
 from thetalker.data.wavio import WavError, read_wav
 from thetalker.quality import wer
 

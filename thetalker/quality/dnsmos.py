@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from thetalker.data.records import RecordError, read_records, write_json
+from thetalker.data.record_reads import RecordError, read_records
+from thetalker.data.record_writes import write_json
 from thetalker.data.wavio import WavError, read_wav
 from thetalker.metrics.onset import DEFAULT_ONSET, OnsetSettings, audible_onset_s
 

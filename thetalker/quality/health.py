@@ -36,7 +36,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from scipy.ndimage import maximum_filter1d
 
-from thetalker.data.records import RecordError, read_records, write_json
+from thetalker.data.record_reads import RecordError, read_records
+from thetalker.data.record_writes import write_json
 from thetalker.data.wavio import WavError, read_wav
 
 __all__ = [

@@ -34,7 +34,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from thetalker.data.records import RecordError, read_records, write_json
+from thetalker.data.record_reads import RecordError, read_records
+from thetalker.data.record_writes import write_json
 from thetalker.data.wavio import WavError
 from thetalker.metrics.players import pausing_stall_points
 from thetalker.quality.pack_audio import EMBED_MAX_BYTES, KEEP_S, EmbedBudget, Kept, keep_stream

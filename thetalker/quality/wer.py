@@ -330,7 +330,7 @@ def read_transcripts_meta(transcripts_path: str | os.PathLike[str]) -> dict[str,
 
 
 def _write_json(path: str | os.PathLike[str], data: Any) -> None:
-    from thetalker.data.records import write_json
+    from thetalker.data.record_writes import write_json
 
     # NaN (no reference words) is written as null: strict JSON readers reject NaN.
     write_json(path, json.loads(json.dumps(data), parse_constant=lambda _: None))

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from thetalker.data import layout
-from thetalker.data.records import RecordError, read_records
+from thetalker.data.record_reads import RecordError, read_records
 from thetalker.metrics import Interval, agent_intervals
 from thetalker.report.common import MISSING, fmt_pm, fmt_range
 from thetalker.report.markdown import md_cell

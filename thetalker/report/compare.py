@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from thetalker import metrics
-from thetalker.data.records import RecordError, read_rounds
+from thetalker.data.record_reads import RecordError, read_rounds
 from thetalker.metrics import Interval
 from thetalker.report.compare_inputs import (
     CompareError,

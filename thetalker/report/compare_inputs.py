@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from thetalker.data.records import SCHEMA_VERSION, RecordError, read_json
+from thetalker.data.record_reads import RecordError, read_json
+from thetalker.data.records import SCHEMA_VERSION
 
 __all__ = [
     "CompareError",

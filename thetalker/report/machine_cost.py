@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from thetalker.data.records import RecordError, read_json
+from thetalker.data.record_reads import RecordError, read_json
 from thetalker.metrics.usage import (
     energy_above_idle_j,
     per_audio_s,

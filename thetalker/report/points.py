@@ -54,7 +54,7 @@ from thetalker.data.layout import (
     point_location,
 )
 from thetalker.data.manifest import ManifestError, read_search_manifest
-from thetalker.data.records import RecordError, read_json, read_rounds
+from thetalker.data.record_reads import RecordError, read_json, read_rounds
 from thetalker.metrics import (
     CONTINUITY_THRESHOLDS_S,
     DEFAULT_USABLE_AUDIO_S,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from thetalker.data import layout
-from thetalker.data.records import RecordError, read_json
+from thetalker.data.record_reads import RecordError, read_json
 from thetalker.pipeline.machine_load import BUSY_OTHER_CPU_PCT, busy_mark
 from thetalker.pipeline.provenance import PROVENANCE_SCHEMA
 from thetalker.report.markdown import md_cell

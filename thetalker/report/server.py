@@ -44,7 +44,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from thetalker.data.records import RecordError, read_json, read_records  # noqa: E402
+from thetalker.data.record_reads import RecordError, read_json, read_records  # noqa: E402
 from thetalker.pipeline.server_metrics import (  # noqa: E402
     FILE_NAME,
     Quantile,

@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from thetalker.data import layout  # noqa: E402
 from thetalker.data.manifest import read_search_manifest  # noqa: E402
-from thetalker.data.records import read_records  # noqa: E402
+from thetalker.data.record_reads import read_records  # noqa: E402
 from thetalker.metrics import point_cost, summarize_point  # noqa: E402
 from thetalker.metrics.players import player_model  # noqa: E402
 from thetalker.pipeline.capacity import ServiceLevel  # noqa: E402

@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from thetalker.data import layout
-from thetalker.data.records import RecordError, read_rounds
+from thetalker.data.record_reads import RecordError, read_rounds
 from thetalker.metrics import Interval, rtfx_ratio_interval
 from thetalker.report.common import (
     INTERVAL_NOTE,

@@ -242,7 +242,7 @@ class PointScrape:
         """Write server_metrics.json. What a server exports never fails the job: a value
         JSON cannot hold (or anything else the server's page leads to) writes the file as
         unavailable, with the reason."""
-        from thetalker.data.records import write_json
+        from thetalker.data.record_writes import write_json
 
         try:
             data = self.result()
