@@ -39,6 +39,7 @@ from thetalker.metrics.intervals import (
     rate_change_pct,
     rate_pct,
 )
+from thetalker.quality.point_files import write_finite_json
 from thetalker.util.checks import json_object
 
 __all__ = [
@@ -329,13 +330,6 @@ def read_transcripts_meta(transcripts_path: str | os.PathLike[str]) -> dict[str,
         raise TranscriptError(f"{meta}:{exc.lineno}: not valid JSON ({exc.msg})") from None
 
 
-def _write_json(path: str | os.PathLike[str], data: Any) -> None:
-    from thetalker.data.records import write_json
-
-    # NaN (no reference words) is written as null: strict JSON readers reject NaN.
-    write_json(path, json.loads(json.dumps(data), parse_constant=lambda _: None))
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m thetalker.quality.wer", description=__doc__.split("\n")[0]
@@ -393,7 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TranscriptError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    _write_json(args.out, out)
+    write_finite_json(args.out, out)  # NaN (no reference words) as null
     return 0
 
 

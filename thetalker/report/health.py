@@ -12,28 +12,22 @@ counts against continuity; `clean` is the share with no defect that did not fail
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from thetalker.data import layout
 from thetalker.metrics.intervals import Interval, wilson_pct
 from thetalker.quality.health import DEFECTS
-from thetalker.report.common import MISSING, fmt_range, markdown_table, write_table
+from thetalker.report.common import MISSING, fmt_range, markdown_table
+from thetalker.report.point_files import (
+    PointFileError,
+    load_point_file,
+    point_order,
+    point_source,
+    point_table_main,
+)
 
-__all__ = [
-    "PointFileError",
-    "PointSource",
-    "point_source",
-    "point_order",
-    "load_point_file",
-    "health_rows",
-    "health_table",
-    "main",
-]
+__all__ = ["health_rows", "health_table", "main"]
 
 DEFECT_TITLES = {
     "clicks": "clicking join",
@@ -43,44 +37,6 @@ DEFECT_TITLES = {
     "truncated": "cut ending",
     "empty": "empty success",
 }
-
-
-class PointFileError(ValueError):
-    """A per-point file that cannot be reported; the message names the file and field."""
-
-
-class PointSource(dict):
-    """Where a per-point file lies: system, model, run ("speed" or "quality"), point."""
-
-
-def point_source(path: Path) -> PointSource:
-    """results/{runs|quality}/{system}/{model}/{point}[/round{k}]/FILE -> its labels."""
-    folder = path.parent
-    point = folder.name
-    if layout.parse_round(folder.name) is not None:  # repeats: each round its own row
-        folder = folder.parent
-        point = f"{folder.name}/{point}"
-    model_dir = folder.parent
-    system_dir = model_dir.parent
-    run = "quality" if system_dir.parent.name == "quality" else "speed"
-    return PointSource(system=system_dir.name, model=model_dir.name, run=run, point=point)
-
-
-def load_point_file(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise PointFileError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-
-
-def point_order(source: Mapping[str, str]) -> tuple[str, str, bool, bool, float, str]:
-    """Table order: models, systems, the speed run then the quality run, closed-loop points
-    then open-loop ones, load ascending, rounds in order."""
-    label, _, round_ = source["point"].partition("/")
-    concurrency, rate = layout.parse_point_label(label) or (None, None)
-    load = float(concurrency if concurrency is not None else rate or 0)
-    open_loop = rate is not None  # closed-loop points (streams) first, then request rates
-    return source["model"], source["system"], source["run"] != "speed", open_loop, load, round_
 
 
 def _put(row: dict[str, Any], name: str, k: int, n: int) -> None:
@@ -142,17 +98,9 @@ def health_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m thetalker.report.health", description=__doc__)
-    p.add_argument("--health", nargs="*", default=[], type=Path, help="health.json per point")
-    p.add_argument("--table", required=True, type=Path, help="health.md (the CSV beside it)")
-    args = p.parse_args(argv)
-    try:
-        rows = health_rows(args.health)
-    except (PointFileError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    write_table(args.table, health_table(rows), rows)
-    return 0
+    return point_table_main(
+        argv, "thetalker.report.health", __doc__, "health", health_rows, health_table
+    )
 
 
 if __name__ == "__main__":

@@ -18,8 +18,6 @@ cell.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,8 +26,14 @@ import numpy as np
 
 from thetalker.metrics.intervals import Interval, bootstrap
 from thetalker.quality.dnsmos import FAILED_SCORE, SCORES
-from thetalker.report.common import MISSING, fmt_range, markdown_table, write_table
-from thetalker.report.health import PointFileError, load_point_file, point_order, point_source
+from thetalker.report.common import MISSING, fmt_range, markdown_table
+from thetalker.report.point_files import (
+    PointFileError,
+    load_point_file,
+    point_order,
+    point_source,
+    point_table_main,
+)
 
 __all__ = ["NOT_INSTALLED", "naturalness_rows", "naturalness_table", "load_difference", "main"]
 
@@ -183,17 +187,10 @@ def naturalness_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m thetalker.report.naturalness", description=__doc__)
-    p.add_argument("--dnsmos", nargs="*", default=[], type=Path, help="dnsmos.json per point")
-    p.add_argument("--table", required=True, type=Path, help="naturalness.md (CSV beside it)")
-    args = p.parse_args(argv)
-    try:
-        rows = naturalness_rows(args.dnsmos)
-    except (PointFileError, OSError, KeyError, TypeError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    write_table(args.table, naturalness_table(rows), rows)
-    return 0
+    module, errors = "thetalker.report.naturalness", (KeyError, TypeError, ValueError)
+    return point_table_main(
+        argv, module, __doc__, "dnsmos", naturalness_rows, naturalness_table, errors
+    )
 
 
 if __name__ == "__main__":
