@@ -18,14 +18,8 @@ from typing import Any
 
 from thetalker.metrics.intervals import Interval, wilson_pct
 from thetalker.quality.health import DEFECTS
+from thetalker.report import point_files
 from thetalker.report.common import MISSING, fmt_range, markdown_table
-from thetalker.report.point_files import (
-    PointFileError,
-    load_point_file,
-    point_order,
-    point_source,
-    point_table_main,
-)
 
 __all__ = ["health_rows", "health_table", "main"]
 
@@ -50,13 +44,11 @@ def health_rows(paths: Sequence[Path]) -> list[dict[str, Any]]:
     intervals, plus the pooled clicking joins over joins."""
     rows = []
     for path in paths:
-        data = load_point_file(path)
-        streams = data.get("streams")
-        if not isinstance(streams, list):
-            raise PointFileError(f"{path}: missing field 'streams'")
+        data = point_files.load_point_file(path)
+        streams = point_files.point_streams(path, data)
         n = len(streams)
         failed = sum(1 for s in streams if not s.get("ok"))
-        row: dict[str, Any] = {**point_source(path), "streams": n, "failed": failed}
+        row: dict[str, Any] = {**point_files.point_source(path), "streams": n, "failed": failed}
 
         _put(row, "failed", failed, n)
         _put(row, "clean", sum(1 for s in streams if s.get("ok") and not s.get("defects")), n)
@@ -66,7 +58,7 @@ def health_rows(paths: Sequence[Path]) -> list[dict[str, Any]]:
         row["joins"] = sum(int(s.get("joins") or 0) for s in streams)
         row["clicking_joins"] = sum(int(s.get("clicking_joins") or 0) for s in streams)
         rows.append(row)
-    return sorted(rows, key=point_order)
+    return sorted(rows, key=point_files.point_order)
 
 
 def _cell(row: Mapping[str, Any], name: str) -> str:
@@ -98,7 +90,7 @@ def health_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return point_table_main(
+    return point_files.point_table_main(
         argv, "thetalker.report.health", __doc__, "health", health_rows, health_table
     )
 

@@ -26,14 +26,8 @@ import numpy as np
 
 from thetalker.metrics.intervals import Interval, bootstrap
 from thetalker.quality.dnsmos import FAILED_SCORE, SCORES
+from thetalker.report import point_files
 from thetalker.report.common import MISSING, fmt_range, markdown_table
-from thetalker.report.point_files import (
-    PointFileError,
-    load_point_file,
-    point_order,
-    point_source,
-    point_table_main,
-)
 
 __all__ = ["NOT_INSTALLED", "naturalness_rows", "naturalness_table", "load_difference", "main"]
 
@@ -79,16 +73,14 @@ def naturalness_rows(paths: Sequence[Path]) -> list[dict[str, Any]]:
     load of the same (system, model, run); `available` False where DNSMOS was not installed."""
     loaded = []
     for path in paths:
-        data = load_point_file(path)
-        source = point_source(path)
+        data = point_files.load_point_file(path)
+        source = point_files.point_source(path)
         if data.get("available") is False:
             loaded.append((source, None, str(data.get("reason") or NOT_INSTALLED)))
             continue
-        streams = data.get("streams")
-        if not isinstance(streams, list):
-            raise PointFileError(f"{path}: missing field 'streams'")
+        streams = point_files.point_streams(path, data)
         loaded.append((source, streams, ""))
-    loaded.sort(key=lambda item: point_order(item[0]))
+    loaded.sort(key=lambda item: point_files.point_order(item[0]))
     lowest: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     rows = []
     for source, streams, reason in loaded:
@@ -188,7 +180,7 @@ def naturalness_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     module, errors = "thetalker.report.naturalness", (KeyError, TypeError, ValueError)
-    return point_table_main(
+    return point_files.point_table_main(
         argv, module, __doc__, "dnsmos", naturalness_rows, naturalness_table, errors
     )
 

@@ -23,6 +23,7 @@ __all__ = [
     "point_source",
     "point_order",
     "load_point_file",
+    "point_streams",
     "point_table_main",
 ]
 
@@ -65,6 +66,14 @@ def point_order(source: Mapping[str, str]) -> tuple[str, str, bool, bool, float,
     load = float(concurrency if concurrency is not None else rate or 0)
     open_loop = rate is not None  # closed-loop points (streams) first, then request rates
     return source["model"], source["system"], source["run"] != "speed", open_loop, load, round_
+
+
+def point_streams(path: Path, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The file's `streams`, one per scored stream; PointFileError where there is no list."""
+    streams = data.get("streams")
+    if not isinstance(streams, list):
+        raise PointFileError(f"{path}: missing field 'streams'")
+    return streams
 
 
 def point_table_main(
