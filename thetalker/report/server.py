@@ -51,13 +51,12 @@ from thetalker.pipeline.server_metrics import (  # noqa: E402
     histogram_quantile,
     merge_histograms,
 )
-from thetalker.report.common import MISSING, markdown_table, write_table  # noqa: E402
+from thetalker.report.common import DPI, MISSING, markdown_table, write_table  # noqa: E402
 from thetalker.report.points import PointPathError, point_location, search_records  # noqa: E402
 
 __all__ = ["pool_server_metrics", "reconcile", "server_rows", "server_table", "server_figure"]
 
 FIGSIZE_PANEL = (5.0, 3.6)
-DPI = 120
 COLORS = {"queue": "#d9a441", "generation": "#4c72b0", "transport": "#8c8c8c"}
 
 
