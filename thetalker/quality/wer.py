@@ -148,17 +148,10 @@ def pooled_wer(edits: Sequence[int] | np.ndarray, ref_words: Sequence[int] | np.
     return 100.0 * float(np.sum(edits)) / total_ref if total_ref > 0 else float("nan")
 
 
-def wer_interval(
-    edits: Sequence[int] | np.ndarray,
-    ref_words: Sequence[int] | np.ndarray,
-    n_resamples: int = N_RESAMPLES,
-    seed: int = SEED,
-    confidence: float = CONFIDENCE,
-) -> Interval:
-    """The pooled WER (percent) with its interval: `thetalker.metrics.rate_pct` over the
-    sentences (a bootstrap over sentences; no spread, e.g. no error at all: the Wilson
-    interval of edits over words). No sentences: no value."""
-    return rate_pct(edits, ref_words, n_resamples, seed, confidence)
+# The pooled WER (percent) with its interval: `rate_pct` over the sentences, each one's edits
+# over its reference words (a bootstrap over sentences; no spread, e.g. no error at all: the
+# Wilson interval of edits over words). No sentences: no value.
+wer_interval = rate_pct
 
 
 def _by_id(rows: Sequence[Mapping[str, Any]], label: str) -> dict[str, Mapping[str, Any]]:
