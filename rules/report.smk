@@ -133,6 +133,7 @@ rule figures:
 rule capacity:
     input:
         points="results/points.csv",
+        server="results/tables/server.csv",  # queue and generation times: "limited by"
         wer=capacity_wer_inputs(),
         listened=capacity_listen_inputs(),
     output:
@@ -159,7 +160,7 @@ rule capacity:
         report=REPORT_SETTINGS,
     shell:
         "python -m thetalker.report.capacity --points {input.points} --settings {params.report:q} "
-        "--table {output.table} --figure {output.figure} > {log} 2>&1"
+        "--server-table {input.server} --table {output.table} --figure {output.figure} > {log} 2>&1"
 
 
 # The public report's load shape: p95 audible first audio by request rate per system, from

@@ -24,5 +24,6 @@ rule points:
     # undefined under an executor such as Slurm, which then refuses the workflow)
     params:
         thresholds=config["report"]["continuity_thresholds_s"],
+        usable=config["report"]["usable_audio_s"],
     shell:
-        "python -m thetalker.report.points --jobs {threads} --out {output} --continuity-thresholds-s {params.thresholds} --search-manifests {input.search} -- {input.records} > {log} 2>&1"
+        "python -m thetalker.report.points --jobs {threads} --out {output} --continuity-thresholds-s {params.thresholds} --usable-audio-s {params.usable} --search-manifests {input.search} -- {input.records} > {log} 2>&1"

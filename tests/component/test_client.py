@@ -220,6 +220,9 @@ def test_closed_loop_keeps_n_in_flight_after_warmup(
     last_warm_end = max(r["t_submit_s"] + r["wall_s"] for r in warm)
     assert min(r["t_submit_s"] for r in scored) >= last_warm_end
     assert summary["max_in_flight"] == 3
+    # Little's law from the records, checked against the client's own count: the mean
+    # streams in flight is above one (3 workers busy) and never above the most at once.
+    assert 1 < summary["sessions_in_flight"] <= summary["max_in_flight"]
     # 6 requests the server holds >= 0.3 s each, 3 at a time: at least two waves
     assert summary["window_s"] >= 0.6
     # indices: warmup first, then scored, unique (records are written in the order requests

@@ -25,17 +25,16 @@ from tests.support.paths import REPO
 from tests.support.processes import pid_alive
 from thetalker.data import wavio
 from thetalker.lifecycle.deploy import resolve
+from thetalker.lifecycle.gpu import gpu_compute_pids, gpu_is_empty
 from thetalker.lifecycle.launch import (
     VLLM_OMNI_STOCK_ENV,
     ServerSpec,
-    ServerStartError,
     build_command,
     free_port,
-    gpu_compute_pids,
-    gpu_is_empty,
-    group_alive,
     launch_server,
 )
+from thetalker.lifecycle.processes import group_alive
+from thetalker.lifecycle.readiness import ServerStartError
 
 STANDINS = REPO / "tests" / "standins"
 QWEN = resolve("qwen3tts17b")

@@ -13,7 +13,8 @@ import pytest
 from tests.support.paths import STANDINS
 from tests.support.processes import pid_alive
 from thetalker.backends.command import TemplateError, expand_template
-from thetalker.lifecycle.launch import ServerSpec, build_command, group_alive, launch_server
+from thetalker.lifecycle.launch import ServerSpec, build_command, launch_server
+from thetalker.lifecycle.processes import group_alive
 
 MODEL = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
 

@@ -22,7 +22,7 @@ import pytest
 
 from tests.support.paths import REPO
 from tests.support.processes import pid_alive
-from thetalker.lifecycle.launch import ServerSpec, ServerStartError, launch_server
+from thetalker.lifecycle.launch import ServerSpec, launch_server
 from thetalker.lifecycle.leftover import (
     TOKEN_VAR,
     find_leftover,
@@ -30,6 +30,7 @@ from thetalker.lifecycle.leftover import (
     start_ticks,
     write_record,
 )
+from thetalker.lifecycle.readiness import ServerStartError
 
 SLOW = REPO / "tests" / "support" / "slow_stop_server.py"
 STANDINS = REPO / "tests" / "standins"

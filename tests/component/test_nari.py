@@ -24,7 +24,8 @@ from thetalker.cli import bench
 from thetalker.client import websocket as client_ws
 from thetalker.client.nari_socket import MAX_APPENDS, batch_pieces
 from thetalker.data.records import read_records
-from thetalker.lifecycle.launch import ServerSpec, group_alive, launch_server
+from thetalker.lifecycle.launch import ServerSpec, launch_server
+from thetalker.lifecycle.processes import group_alive
 
 PROMPTS = REPO / "prompts" / "seed_tts_eval_en_100.jsonl"
 FORBIDDEN = ("task_type", "speaker", "stream_format", "sample_rate", "ref_audio", "ref_text")

@@ -297,7 +297,55 @@ def test_provenance_table_rows_from_real_provenance_files(tmp_path, git_repo) ->
     assert cpu_cells[7] == "2025-01-02 03:04"
     gpu_cells = [c.strip() for c in rows[1].strip("|").split("|")]
     assert gpu_cells[:3] == ["vllm-omni", "qwen3tts06b", "8"]
-    assert gpu_cells[4:] == ["none", "0.30.0", "2x NVIDIA H200", "2025-03-04 05:06"]
+    assert gpu_cells[4:] == ["none", "0.30.0", "2x NVIDIA H200", "2025-03-04 05:06", "n/a"]
+    # The machine's load during the point: the share other processes took (resources).
+    assert cpu_cells[8] == "n/a"  # written with no sampler: no figure
+    gpu_doc["resources"] = {"other_cpu_pct": 73.04}
+    write_json(second, gpu_doc)
+    assert main(["--out", str(out), str(second)]) == 0
+    assert out.read_text().splitlines()[-1].endswith("| 73.0% (busy) |")
+
+
+class _HostileVersion(_SpeechApiStandIn):
+    """A server whose /version answer is HTML meant for whoever renders provenance.md."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if self.path != "/version":
+            return super().do_GET()
+        raw = json.dumps({"version": "<script>alert(1)</script> & a|b\nc"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+def test_a_servers_words_reach_provenance_md_escaped(tmp_path, git_repo) -> None:
+    # Issue 45: a /version holding `<script>` landed raw in provenance.md, where a viewer that
+    # passes inline HTML renders it. The cell shows the words, as text, on one line.
+    from thetalker.report.provenance_table import main
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _HostileVersion)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        doc = collect_provenance(
+            base_url=f"http://127.0.0.1:{server.server_address[1]}",
+            system="s<b>", model="m", concurrency=1, workflow_dir=git_repo,
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    path = tmp_path / "runs" / "s" / "m" / "c1" / "provenance.json"
+    write_json(path, doc)
+    out = tmp_path / "provenance.md"
+    assert main(["--out", str(out), str(path)]) == 0
+    text = out.read_text()
+    assert "<" not in text and ">" not in text
+    row = text.splitlines()[-1]
+    assert row.startswith("| s&lt;b&gt; | m | 1 |")
+    assert "| &lt;script&gt;alert(1)&lt;/script&gt; &amp; a\\|b c |" in row
 
 
 def test_provenance_table_names_a_bad_file(tmp_path, capsys) -> None:

@@ -237,3 +237,58 @@ def test_bad_arguments_name_the_field() -> None:
         ResourceSampler(source="gpu")
     with pytest.raises(ValueError, match="interval_s"):
         ResourceSampler(interval_s=0)
+
+
+# A second engine on the machine: a process outside the server's tree and the client's (it
+# detaches: its parent exits, so it is nobody's descendant here) that spins one core.
+_SPINNER = textwrap.dedent(
+    """
+    import os
+    pid = os.fork()
+    if pid:
+        print(pid, flush=True)
+        os._exit(0)
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # the starter's reader sees the end of its output
+    os.dup2(devnull, 2)
+    while True:
+        pass
+    """
+)
+
+
+def test_the_machines_load_beside_another_engine_is_recorded() -> None:
+    # Issue 45: measurements beside another running engine said nothing of it. The figure
+    # is recorded whatever the machine (no threshold on it here: the marker's logic is
+    # test_report.py's); the spinner is nobody's own process, so its CPU is another's.
+    from thetalker.pipeline.machine_load import client_pids
+
+    starter = subprocess.run(
+        [sys.executable, "-c", _SPINNER], capture_output=True, text=True, check=True, timeout=30
+    )
+    spinner = psutil.Process(int(starter.stdout.strip()))
+    try:
+        server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    except OSError:
+        spinner.kill()
+        raise
+    try:
+        with ResourceSampler(pid=server.pid, interval_s=0.05) as sampler:
+            spun = spinner.cpu_times().user
+            deadline = time.monotonic() + 60
+            # Inside the window the spinner burns 0.3 s of CPU of its own (CPU, not wall).
+            while spinner.cpu_times().user < spun + 0.3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        result = sampler.result()
+        assert spinner.cpu_times().user >= spun + 0.3
+        assert isinstance(result["other_cpu_pct"], float)
+        assert 0.0 < result["other_cpu_pct"] <= 100.0
+        assert result["cpus"] == psutil.cpu_count() and result["load_average_1m"] >= 0.0
+        own = client_pids({server.pid}, os.getpid())
+        assert os.getpid() in own and server.pid not in own and spinner.pid not in own
+    finally:
+        spinner.kill()
+        server.kill()
+        server.wait(timeout=10)
+        spinner.wait(timeout=10)

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import STANDINS
-from thetalker.lifecycle.launch import ServerSpec, ServerStartError, launch_server
+from thetalker.lifecycle.launch import ServerSpec, launch_server
+from thetalker.lifecycle.readiness import ServerStartError
 from thetalker.pipeline import config_checks as wfc
 from thetalker.pipeline.job import BenchJob, ConfigError
 from thetalker.pipeline.serve_and_sweep import server_spec

@@ -14,7 +14,8 @@ import pytest
 from tests.contract.conftest import SERVER, clear_uploaded_voices, thetalker_cli
 from thetalker.data.wavio import write_wav
 from thetalker.lifecycle.deploy import resolve
-from thetalker.lifecycle.launch import ServerSpec, group_alive, launch_server
+from thetalker.lifecycle.launch import ServerSpec, launch_server
+from thetalker.lifecycle.processes import group_alive
 
 QWEN = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
 

@@ -14,7 +14,8 @@ import pytest
 
 from tests.contract_sglang.conftest import SERVER, health, write_checkpoint
 from thetalker import backends
-from thetalker.lifecycle.launch import ServerSpec, group_alive, launch_server
+from thetalker.lifecycle.launch import ServerSpec, launch_server
+from thetalker.lifecycle.processes import group_alive
 
 
 def console_script(python: Path, where: Path) -> Path:

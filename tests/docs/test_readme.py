@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from tests.support.paths import REPO
 from tests.support.readme import first_code_block_lines
 
@@ -21,3 +23,26 @@ def test_ci_runs_the_readme_test_command():
     test_command = _first_code_block_lines()[1]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert test_command in ci.splitlines()
+
+
+def _readme_tests_block() -> list[str]:
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## Tests\n", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section.split("\n## ", 1)[0], re.S)
+    assert block, "README.md's Tests section has no bash block"
+    return [line.strip() for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_the_readme_tests_section_names_every_tier_ci_runs():
+    """Each pytest run of `.ci/run` beyond the main suite (a plain `python -m pytest -q -m X`
+    step, or `tier NAME VENV_SCRIPT TEST_PATH [MARKER]`) is a line of the README's Tests block."""
+    expected = []
+    for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines():
+        if re.fullmatch(r"python -m pytest -q -m \S+", line):
+            expected.append(line)
+        elif line.startswith("tier "):
+            _, name, script, path, *marker = line.split()
+            expected.append(
+                f"bash {script} && python -m pytest -q -m {(marker or [name])[0]} {path}"
+            )
+    assert len(expected) == 4, expected  # e2e, contract, sglang, engine
+    assert _readme_tests_block() == expected

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -338,6 +339,36 @@ def _lines(path: Path, records: list[dict[str, Any]], raw_tail: str = "") -> Pat
     body = "".join(json.dumps(r) + "\n" for r in records)
     path.write_text(body + raw_tail, encoding="utf-8")
     return path
+
+
+@pytest.mark.parametrize("shape", ["list", "object"])
+def test_a_value_nested_100000_deep_is_one_line_from_every_reader(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shape: str
+):
+    # An undeclared field passes the schema, so its depth is the decoder's to survive:
+    # refused naming file and line, never a RecursionError traceback (issue 45).
+    from thetalker.quality import health
+
+    n = 100_000
+    deep = "[" * n + "]" * n if shape == "list" else '{"a":' * n + "1" + "}" * n
+    path = tmp_path / "runs" / "s" / "m" / "c1" / "records.jsonl"
+    path.parent.mkdir(parents=True)
+    line = json.dumps({**_record(1), "deep": "@"}).replace('"@"', deep)
+    path.write_text(json.dumps({**_record(0), "warmup": True}) + "\n" + line + "\n")
+    said = f"{path}:2: a value nested too deep to read"
+    for declared_only in (False, True):
+        with pytest.raises(RecordError, match="^" + re.escape(said)):
+            list(read_records(path, declared_only=declared_only))
+    assert points.main([str(path), "--out", str(tmp_path / "points.csv")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {said}") and len(err.strip().splitlines()) == 1
+    assert health.main(["--records", str(path), "--out", str(tmp_path / "h.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {said}") and len(err.strip().splitlines()) == 1
+    summary = tmp_path / "summary.json"
+    summary.write_text(deep)
+    with pytest.raises(RecordError, match="^" + re.escape(f"{summary}: a value nested too deep")):
+        read_json(summary)
 
 
 def test_a_duplicated_line_is_refused_naming_both_lines(tmp_path: Path):

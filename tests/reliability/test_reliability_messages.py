@@ -35,8 +35,8 @@ from tests.support.workflow_copy import (
 )
 from thetalker.client import BenchOptions, run_benchmark
 from thetalker.data.prompts import Prompt
-from thetalker.pipeline.config_checks import bench_job
 from thetalker.pipeline.job import BenchJob
+from thetalker.pipeline.job_from_config import bench_job
 from thetalker.pipeline.verdicts import failed_points_warning, point_warning
 
 NOWHERE = "http://127.0.0.1:9"  # discard: nothing may be sent there

@@ -27,7 +27,7 @@ from tests.support.scripted_server import Script, ScriptedServer
 from thetalker.client import BenchOptions, run_benchmark
 from thetalker.data.prompts import Prompt
 from thetalker.data.records import read_json, read_records
-from thetalker.lifecycle.launch import _health_ok
+from thetalker.lifecycle.readiness import health_ok
 from thetalker.pipeline.provenance import collect_provenance, write_provenance
 from thetalker.pipeline.server_metrics import PointScrape, ScrapeError, scrape
 from thetalker.report.server import server_rows, server_table
@@ -284,7 +284,7 @@ def test_a_trickling_server_cannot_hold_any_get() -> None:
             return "answered"
 
         assert _finishes(scraped) == "GET /metrics failed: timed out: no whole answer within 1 s"
-        assert _finishes(lambda: _health_ok(trickle.base_url)) is False
+        assert _finishes(lambda: health_ok(trickle.base_url)) is False
     finally:
         trickle.close()
 

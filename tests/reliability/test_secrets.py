@@ -18,7 +18,8 @@ import yaml
 from tests.support.paths import REPO
 from tests.support.processes import processes_in
 from tests.support.workflow_copy import copy_workflow, smk, smk_env
-from thetalker.lifecycle.launch import ServerSpec, ServerStartError, launch_server
+from thetalker.lifecycle.launch import ServerSpec, launch_server
+from thetalker.lifecycle.readiness import ServerStartError
 from thetalker.pipeline.provenance import collect_provenance
 from thetalker.util.redact import (
     REDACTED,

@@ -197,6 +197,8 @@ def build_tables(root: Path, out: Path) -> None:
     )
     for name, module in (("by_rate", by_rate), ("capacity", capacity)):
         argv = ["--points", points_csv, "--settings", SETTINGS, "--table", str(out / f"{name}.md")]
+        if module is capacity:  # as rules/report.smk runs it: server.csv for "limited by"
+            argv += ["--server-table", str(out / "server.csv")]
         assert _quiet(module.main, argv) == 0
     with tempfile.TemporaryDirectory() as tmp:
         b = Path(tmp) / "b"

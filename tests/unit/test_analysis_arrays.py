@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from thetalker.metrics import intervals
-from thetalker.metrics.intervals import bootstrap, percentile_intervals, shared_bootstrap
+from thetalker.metrics.intervals import (
+    bootstrap,
+    percentile_intervals,
+    resampling,
+    shared_bootstrap,
+)
 from thetalker.metrics.players import pausing_stalls_s, summarize_players
 from thetalker.metrics.point import point_fields, summarize_point
 from thetalker.metrics.stream import chunk_play_starts
@@ -63,7 +68,7 @@ def test_stalls_are_the_play_starts_gaps_to_the_last_bit():
 @pytest.mark.parametrize("n", [2, 3, 17, 301])
 def test_shared_bootstrap_is_scipys_bootstrap(n: int, monkeypatch: pytest.MonkeyPatch):
     # Blocks of a few rows (not scipy's 1000) and a count of resamples no block divides.
-    monkeypatch.setattr(intervals, "_BLOCK_VALUES", 7 * n)
+    monkeypatch.setattr(resampling, "_BLOCK_VALUES", 7 * n)
     rng = np.random.default_rng(n)
     ttfa = np.round(rng.gamma(2.0, 0.2, n), 3)  # rounded: ties, as real timings have
     audio = np.where(rng.random(n) < 0.1, 0.0, rng.uniform(0.5, 9.0, n))

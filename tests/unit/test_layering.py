@@ -1,8 +1,9 @@
 """The package's imports run one way: each subpackage imports only those below it (or
 modules of its own package), and no modules import each other in a cycle. Read from the
-source with `ast`, function-level imports included (a lazy import is still a dependency);
-imports under `if TYPE_CHECKING:` are left out: they are read by the type checker only, so
-they make no run-time edge (thetalker.backends types its callables so)."""
+source with `ast`, function-level imports included (a lazy import is still a dependency).
+Imports under `if TYPE_CHECKING:` make no run-time edge, so the layers are read without
+them; but a reader following imports sees them, so the cycle check reads them too: no
+circle, not even one the type checker alone walks."""
 
 from __future__ import annotations
 
@@ -35,12 +36,13 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(path: Path, name: str) -> set[str]:
+def imports_of(path: Path, name: str, type_only: bool = False) -> set[str]:
     """The thetalker modules `path` imports anywhere in it (`from a import b`: a.b when a.b
-    is a module, else a)."""
+    is a module, else a); `type_only`: those under `if TYPE_CHECKING:` too."""
     found: set[str] = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in run_time_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree) if type_only else run_time_nodes(tree):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -78,6 +80,8 @@ def run_time_nodes(tree: ast.AST) -> list[ast.AST]:
 
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 GRAPH = {name: imports_of(path, name) for name, path in MODULES.items()}
+# Every import a reader follows: the run-time ones and those for the type checker only.
+FULL_GRAPH = {name: imports_of(path, name, type_only=True) for name, path in MODULES.items()}
 
 
 def subpackage(name: str) -> str | None:
@@ -102,17 +106,17 @@ def test_imports_run_downward_or_sideways_within_a_package():
     assert upward == []
 
 
-def test_no_import_cycle():
-    """Tarjan's strongly connected components over module imports: none larger than one."""
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of `graph` larger than one module."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
-    cycles: list[list[str]] = []
+    found: list[list[str]] = []
 
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
-        for w in sorted(GRAPH[v]):
+        for w in sorted(graph[v]):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -126,12 +130,35 @@ def test_no_import_cycle():
                 if w == v:
                     break
             if len(component) > 1:
-                cycles.append(sorted(component))
+                found.append(sorted(component))
 
-    for v in sorted(GRAPH):
+    for v in sorted(graph):
         if v not in index:
             visit(v)
-    assert cycles == []
+    return found
+
+
+def test_no_import_cycle():
+    assert cycles(GRAPH) == []
+
+
+def test_no_import_cycle_counting_type_only_imports():
+    """No circle a reader following the imports would walk, `if TYPE_CHECKING:` ones
+    included (the types both sides need live below both)."""
+    assert cycles(FULL_GRAPH) == []
+
+
+def test_the_cycle_check_sees_a_circle_through_a_type_only_import(tmp_path: Path):
+    source = tmp_path / "b.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import thetalker.util.text\n"
+    )
+    assert imports_of(source, "thetalker.util.b") == set()
+    assert imports_of(source, "thetalker.util.b", type_only=True) == {"thetalker.util.text"}
+    graph = {"thetalker.util.text": {"thetalker.util.b"}, "thetalker.util.b": set()}
+    assert cycles(graph) == []
+    graph["thetalker.util.b"] = imports_of(source, "thetalker.util.b", type_only=True)
+    assert cycles(graph) == [["thetalker.util.b", "thetalker.util.text"]]
 
 
 def test_type_checking_imports_are_left_out_and_others_kept():

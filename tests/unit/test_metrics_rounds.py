@@ -1,4 +1,4 @@
-"""thetalker.metrics.rounds: a round's RTFx, and B / A over two runs' rounds."""
+"""thetalker.metrics.intervals.rounds: a round's RTFx, and B / A over two runs' rounds."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from tests.support.records import make_record
-from thetalker.metrics import rounds
+from thetalker.metrics.intervals import rounds
 
 
 def test_a_round_of_failures_is_zero_and_a_round_of_nothing_has_no_value():

@@ -27,10 +27,19 @@ def _record(index: int, **over: Any) -> dict[str, Any]:
     return {**rec, **over}
 
 
+def _line(record: dict) -> str:
+    """The record's JSON line; `"ok": "REPEATED"` writes a failed request whose line says
+    `"ok"` twice, false then true (the last value is what a decoder keeps)."""
+    if record.get("ok") != "REPEATED":
+        return json.dumps(record)
+    failed = {**record, "ok": False, "error": {"type": "empty", "message": "x", "status": None}}
+    return json.dumps(failed)[:-1] + ', "ok": true}'
+
+
 def _point(tmp_path: Path, records: list[dict], label: str = "c1") -> Path:
     path = tmp_path / "runs" / "s" / "m" / label / "records.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    path.write_text("".join(_line(r) + "\n" for r in records))
     return path
 
 
@@ -49,10 +58,35 @@ BAD = [
         "field sample_rate: 48000 Hz, but line 1 has 24000 Hz (one run has one rate: "
         "its figures would mix two)",
     ),
-]
+    # Issue 45's red team: figures a type check passes and the timeline contradicts.
+    (
+        {"stalls": 2**63},
+        "field stalls: 9223372036854775808, but its 2400 whole frame(s) allow 0 to 2399 "
+        "(gaps between arrivals)",
+    ),
+    (
+        {"read_arrival_s": [0.005, 0.01], "read_bytes": [2400, 2400], "stalls": 2},
+        "field stalls: 2, but its 2 read(s) allow 0 to 1 (gaps between arrivals)",
+    ),
+    ({"ttfa_s": -0.5}, "field ttfa_s: -0.5 s: a time from the request's start is never negative"),
+    ({"wall_s": -1.0}, "field wall_s: -1 s: a time from the request's start is never negative"),
+    (
+        {"chunk_arrival_s": []},
+        "field chunk_arrival_s: 0 arrival(s) for 1 chunk(s) in chunk_bytes: one a chunk",
+    ),
+    (
+        {"read_arrival_s": [0.01], "read_bytes": [9600]},
+        "field read_bytes: 9600 bytes, but its chunks carry 4800 (chunk_bytes): one byte "
+        "stream, counted twice",
+    ),
+    ({"ok": "REPEATED"}, "field ok: given twice in the line (a decoder keeps the last value: "
+     "what it said first is lost)"),
+]  # fmt: skip
+IDS = ["audio_s", "ttfa_s", "sample_rate", "stalls", "stalls-reads", "ttfa_s<0", "wall_s<0",
+       "arrivals", "read_bytes", "ok-twice"]  # fmt: skip
 
 
-@pytest.mark.parametrize(("over", "said"), BAD, ids=["audio_s", "ttfa_s", "sample_rate"])
+@pytest.mark.parametrize(("over", "said"), BAD, ids=IDS)
 def test_the_points_table_refuses_a_figure_its_timeline_contradicts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], over: dict, said: str
 ):
@@ -63,7 +97,7 @@ def test_the_points_table_refuses_a_figure_its_timeline_contradicts(
         list(read_records(path, require_consistent=True))
 
 
-@pytest.mark.parametrize(("over", "said"), BAD, ids=["audio_s", "ttfa_s", "sample_rate"])
+@pytest.mark.parametrize(("over", "said"), BAD, ids=IDS)
 def test_other_readers_warn_once_per_field_naming_the_first_line(
     tmp_path: Path, over: dict, said: str
 ):
@@ -129,3 +163,46 @@ def test_the_one_pass_check_takes_no_line_missing_a_field():
         record = _record(0)
         del record[name]
         assert records_mod._fast_record(json.dumps(record).encode()) is None, name
+
+
+def _with_tail(record: dict, tail: str) -> bytes:
+    return (json.dumps(record)[:-1] + tail + "}").encode()
+
+
+DISGUISED_REPEATS = [
+    ("text-colons", _with_tail(_record(0, text="a: b: c"), ', "ok": false')),
+    ("escaped-colon", _with_tail(_record(0, text="@"), ', "ok": false').replace(
+        b'"@"', b'"\\u003a"')),  # a colon written escaped: one more decoded than written
+    ("space-before-colon", _with_tail(_record(0), ', "ok" : false')),
+    ("in-error", json.dumps(
+        _record(0, ok=False, error={"type": "empty", "message": "m", "status": None})
+    ).replace('"status": null}', '"status": null, "type": "http_status"}').encode()),
+    ("absent-optional", json.dumps(
+        {k: v for k, v in _record(0).items() if k != "ok"} | {"audio_path": None}
+    ).encode()),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("declared_only", [False, True], ids=["whole", "declared-only"])
+@pytest.mark.parametrize(("name", "line"), DISGUISED_REPEATS, ids=[n for n, _ in DISGUISED_REPEATS])
+def test_a_repeated_key_is_found_however_the_line_hides_it(
+    tmp_path: Path, name: str, line: bytes, declared_only: bool
+):
+    if name == "absent-optional":  # an optional field left out, a required one given twice
+        line = line[:-1] + b', "ok": true, "ok": false}'
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(line + b"\n")
+    warnings: list[str] = []
+    list(read_records(path, warn=warnings.append, declared_only=declared_only))
+    assert len(warnings) == 1 and "given twice in the line" in warnings[0], warnings
+
+
+@pytest.mark.parametrize("declared_only", [False, True], ids=["whole", "declared-only"])
+def test_colons_in_strings_are_no_repeated_key(tmp_path: Path, declared_only: bool):
+    error = {"type": "http_status", "message": 'HTTP 503: busy: {"a": 1}', "status": 503}
+    records = [_record(0, text='say: "x": y', sample_id="a:b"), _record(1, ok=False, error=error,
+               ttfa_s=None, chunk_arrival_s=[], chunk_bytes=[], audio_s=0.0)]  # fmt: skip
+    path = _point(tmp_path, records)
+    warnings: list[str] = []
+    got = list(read_records(path, warn=warnings.append, declared_only=declared_only))
+    assert len(got) == 2 and warnings == []

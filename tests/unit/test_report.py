@@ -308,3 +308,37 @@ def test_captions_name_the_onset_rule_the_points_used(tmp_path, capsys):
         f"abs-30dBFS/20ms/10ms/2 (1 record), {default} (2 records); its audible figures "
         "pool them\n"
     )
+
+
+def test_a_table_cell_is_text_never_markup_or_a_new_row():
+    # Issue 45: what a server or a config wrote lands in a table as that text.
+    from thetalker.report.common import markdown_table
+    from thetalker.report.markdown import md_cell
+
+    hostile = "<img src=x onerror=alert(1)> & a|b\nc"
+    assert md_cell(hostile) == "&lt;img src=x onerror=alert(1)&gt; &amp; a\\|b c"
+    assert md_cell("a\\|b") == "a\\|b"  # already escaped: left alone
+    table = markdown_table(["system", "RTFx"], [[hostile, "1.0"]])
+    assert table.splitlines()[2] == f"| {md_cell(hostile)} | 1.0 |" and "<" not in table
+
+
+def test_a_point_measured_on_a_busy_machine_is_named_in_the_tables(tmp_path, runs):
+    # Issue 45: two engines on one CPU. The share of the machine's CPU other processes took
+    # (provenance.json's resources.other_cpu_pct) reaches points.csv, and every table marks
+    # a point at or above BUSY_OTHER_CPU_PCT; below it, or with no figure, nothing is said.
+    from thetalker.data.records import write_json
+    from thetalker.pipeline.machine_load import BUSY_OTHER_CPU_PCT
+
+    busy, calm = BUSY_OTHER_CPU_PCT + 40.0, BUSY_OTHER_CPU_PCT - 15.0
+    for system, pct in (("a", busy), ("b", calm)):
+        path = tmp_path / "runs" / system / "m" / "c2" / "provenance.json"
+        write_json(path, {"resources": {"source": "proc", "other_cpu_pct": pct}})
+    out = _points_csv(tmp_path)
+    frame = common.load_points(out).set_index(["system", "point"])["other_cpu_pct"]
+    assert frame[("a", "c2")] == busy and frame[("b", "c2")] == calm
+    assert frame.isna().sum() == 2  # c1 of each: no provenance.json
+    md = _tables(tmp_path, out)
+    mark = f"(busy machine: {busy:.0f}% CPU by others)"
+    for name in ("throughput", "continuity", "cost"):
+        text = md[name].read_text()
+        assert text.count(mark) == 1 and "busy machine" not in text.replace(mark, ""), name

@@ -84,6 +84,10 @@ def test_the_report_of_the_first_commands_target_opens(after_first_command: Path
     check_tables(workdir, bundled(html), SPEED_TABLES)
 
 
+# The whole default target (every system's sweep, the quality run, DNSMOS and health of every
+# point, the listening packs): 9 of the 17 minutes of a busy run of the main suite, one worker
+# on it alone, so a tier of its own (README "Tests", .ci/run's e2e step).
+@pytest.mark.e2e
 def test_the_full_report_after_the_default_target(after_first_command: Path) -> None:
     workdir = after_first_command
     _, report = readme_commands()

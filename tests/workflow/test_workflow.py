@@ -4,6 +4,7 @@ healthy, and the embedded default end to end (tables holding numbers measured in
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 import shutil
@@ -213,6 +214,15 @@ def test_embedded_default_end_to_end_then_tables_rebuild_from_records(
     assert row in throughput and f"| {rtfx['local-stock']:.1f} ± " in throughput
     assert re.search(r"\| \d+\.\d\dx \[\d+\.\d\d, \d+\.\d\d\]( †)? \|", throughput)
     assert "n/a" not in (tables / "ttfa.md").read_text()
+    # Issue 50 on the embedded default (no GPU): every point has the server tree's
+    # CPU-seconds per audio-second, its streams in flight and its time to 2 s of audio.
+    with (workflow / "results/points.csv").open() as fh:
+        for point in csv.DictReader(fh):
+            where = f"{point['system']} {point['point']}"
+            assert float(point["cpu_s_per_audio_s"]) > 0, where
+            assert float(point["sessions_in_flight"]) > 0, where
+            assert float(point["time_to_usable_audio_s_p50"]) > 0, where
+            assert point["energy_note"] == "" and point["busy_device"] == "cpu", where
     before = {p.name: p.read_text() for p in tables.iterdir()}
 
     # Deleting the tables reruns no benchmark: they come back from records.jsonl alone.

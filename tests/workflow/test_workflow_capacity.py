@@ -222,7 +222,7 @@ def test_default_run_gives_each_system_a_capacity_that_agrees_with_continuity(
     tables = workdir / "results" / "tables"
     capacity_text = (tables / "capacity.md").read_text()
     continuity_text = (tables / "continuity.md").read_text()
-    from thetalker.pipeline.config_checks import service_level_spec
+    from thetalker.pipeline.load_points import service_level_spec
 
     level = capacity_report.ServiceLevel.from_spec(service_level_spec(config))
     runs = workdir / "results" / "runs"

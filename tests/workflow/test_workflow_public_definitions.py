@@ -19,7 +19,7 @@ from snakemake.utils import validate
 from thetalker.data.records import read_records
 from thetalker.metrics import summarize_point
 from thetalker.pipeline.capacity import ServiceLevel, find_capacity
-from thetalker.pipeline.config_checks import service_level_spec
+from thetalker.pipeline.load_points import service_level_spec
 
 
 @pytest.mark.slow

@@ -11,8 +11,9 @@ fronts any API: external, command). The client resolves its `ServerApi` once per
 carries the object; the workflow and the lifecycle ask `thetalker.backends.launcher(name)`
 and `api(name)` and never test a server's name.
 
-Nothing here imports the client or the lifecycle at run time (they import this): their
-types are imported for the type checker only.
+Nothing here imports the client or the lifecycle, not even for the type checker (they
+import this): what a server kind reads of their options and spec is named by the protocols
+of thetalker.backends.inputs.
 """
 
 from __future__ import annotations
@@ -20,11 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # no run-time edge: the client and the lifecycle sit above this package
-    from thetalker.client.options import BenchOptions
-    from thetalker.lifecycle.launch import ServerSpec
+from thetalker.backends.inputs import LaunchSpec, RequestOptions
 
 __all__ = [
     "AgentProtocol",
@@ -59,9 +58,9 @@ class BodyDialect:
     when every request's body is the same but for its text."""
 
     name: str
-    build: Callable[[BenchOptions, str, str | None], Body]
+    build: Callable[[RequestOptions, str, str | None], Body]
     probe: Callable[[Body], Body]
-    per_request: Callable[[BenchOptions, int], Body] | None = None
+    per_request: Callable[[RequestOptions, int], Body] | None = None
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,7 @@ class AgentProtocol:
     unit_start: str
     done: str
     # The first message the client sends (`session.config`, `request.start`): (opts, ref_uri).
-    start: Callable[[BenchOptions, str | None], Body]
+    start: Callable[[RequestOptions, str | None], Body]
     # The server splits the text into units itself (vllm-omni: `split_granularity`); False:
     # the text streams into one request (recorded as split_granularity "none").
     splits_text: bool = True
@@ -87,7 +86,7 @@ class AgentProtocol:
     # an `error` right after them is still a refused start.
     greetings: tuple[str, ...] = ()
     # Fields of the start message that differ per request, (opts, request index); None: none.
-    per_request: Callable[[BenchOptions, int], Body] | None = None
+    per_request: Callable[[RequestOptions, int], Body] | None = None
     # The `split_granularity` values the server accepts (sglang-omni refuses "none").
     split_granularities: tuple[str, ...] = ("none", "sentence", "clause")
 
@@ -133,8 +132,8 @@ class Launch:
     `probe_python`: whose interpreter the serving-environment probe asks ("self": this one;
     "server": the program's own; None: none, it is not a Python server we can see)."""
 
-    command: Callable[[ServerSpec, int], list[str]] | None
-    env: Callable[[ServerSpec, Path | None], dict[str, str]] = lambda _spec, _voices: {}
+    command: Callable[[LaunchSpec, int], list[str]] | None
+    env: Callable[[LaunchSpec, Path | None], dict[str, str]] = lambda _spec, _voices: {}
     env_defaults: Mapping[str, str] = field(default_factory=dict)  # unless the system sets them
     voices_dir: bool = False
     check_gpu: bool = False
@@ -155,7 +154,7 @@ class Launch:
     startup_facts: Callable[[str], dict[str, Any]] | None = None
 
 
-def gpu_launch(command: Callable[[ServerSpec, int], list[str]], **more: Any) -> Launch:
+def gpu_launch(command: Callable[[LaunchSpec, int], list[str]], **more: Any) -> Launch:
     """A GPU server run by its own Python: a GPU in use is refused, its jobs hold a GPU slot
     (the plan counts their GPU-hours), the probe asks the program's interpreter."""
     return Launch(command=command, check_gpu=True, gpu=True, probe_python="server", **more)

@@ -18,13 +18,10 @@ from __future__ import annotations
 import contextlib
 import re
 import shlex
-from typing import TYPE_CHECKING
 
 from thetalker.backends import vllm_omni
 from thetalker.backends.base import Launch, Launcher
-
-if TYPE_CHECKING:
-    from thetalker.lifecycle.launch import ServerSpec
+from thetalker.backends.inputs import LaunchSpec
 
 __all__ = ["LAUNCHER", "PLACEHOLDERS", "TemplateError", "expand_template", "words"]
 
@@ -94,7 +91,7 @@ class _Strict(dict):
         return value
 
 
-def command(spec: ServerSpec, port: int) -> list[str]:
+def command(spec: LaunchSpec, port: int) -> list[str]:
     if not spec.command:
         raise TemplateError("command: the command launcher needs a command template")
     deploy = str(spec.deploy_config) if spec.deploy_config is not None else None

@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import TYPE_CHECKING
 
 from thetalker.backends import vllm_omni
 from thetalker.backends.base import Launch, Launcher, optional_flags
-
-if TYPE_CHECKING:
-    from thetalker.lifecycle.launch import ServerSpec
+from thetalker.backends.inputs import LaunchSpec
 
 __all__ = ["API", "LAUNCHER", "SERVED_MODEL"]
 
@@ -22,7 +19,7 @@ __all__ = ["API", "LAUNCHER", "SERVED_MODEL"]
 SERVED_MODEL = "piper-joe"
 
 
-def command(spec: ServerSpec, port: int) -> list[str]:
+def command(spec: LaunchSpec, port: int) -> list[str]:
     cmd = [sys.executable, "-m", "thetalker.server", "--host", spec.host, "--port", str(port)]
     return cmd + optional_flags(
         ("--deploy-config", spec.deploy_config), ("--voices-dir", spec.voices_dir)

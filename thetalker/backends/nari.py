@@ -28,7 +28,7 @@ as nari.md reads it in `nari-labs/nari-qwen3-tts @e8c5b2b`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from thetalker.backends.base import (
     AgentProtocol,
@@ -40,10 +40,7 @@ from thetalker.backends.base import (
     gpu_launch,
     optional_flags,
 )
-
-if TYPE_CHECKING:
-    from thetalker.client.options import BenchOptions
-    from thetalker.lifecycle.launch import ServerSpec
+from thetalker.backends.inputs import LaunchSpec, RequestOptions
 
 __all__ = ["API", "LAUNCHER", "PROFILES", "SAMPLE_RATE", "SPEAKERS", "PROGRAM", "request_seed"]
 
@@ -61,13 +58,13 @@ def normalise(name: str) -> str:
     return name.strip().lower().replace("-", "_").replace(" ", "_")
 
 
-def request_seed(opts: BenchOptions, index: int) -> int:
+def request_seed(opts: RequestOptions, index: int) -> int:
     """The `seed` of request `index`: the run's seed plus the index, so no two requests of a
     run sample alike (Nari's default would give every request seed 0) and a rerun repeats."""
     return (int(opts.seed) + int(index)) % _SEED_SPACE
 
 
-def _voice_fields(opts: BenchOptions) -> Body:
+def _voice_fields(opts: RequestOptions) -> Body:
     """`model`, `voice`, `language`, `instructions`, `max_new_tokens`: the fields of Nari's
     schema a run sets, in their exact types."""
     fields: Body = {}
@@ -85,7 +82,7 @@ def _voice_fields(opts: BenchOptions) -> Body:
     return fields
 
 
-def streamed_body(opts: BenchOptions, text: str, _ref_audio_uri: str | None = None) -> Body:
+def streamed_body(opts: RequestOptions, text: str, _ref_audio_uri: str | None = None) -> Body:
     """One streamed request: raw bytes as they are made, the streaming text layout."""
     body: Body = {"input": text, **_voice_fields(opts)}
     body["response_format"] = str(opts.response_format)
@@ -102,11 +99,11 @@ def probe_body(body: Body) -> Body:
     return probe
 
 
-def per_request(opts: BenchOptions, index: int) -> Body:
+def per_request(opts: RequestOptions, index: int) -> Body:
     return {"seed": request_seed(opts, index)}
 
 
-def request_start(opts: BenchOptions, _ref_audio_uri: str | None = None) -> Body:
+def request_start(opts: RequestOptions, _ref_audio_uri: str | None = None) -> Body:
     """`request.start`: the HTTP controls but `input`, `stream`, `speed` and
     `non_streaming_mode` (refused on the socket: it always streams the text in)."""
     return {
@@ -134,7 +131,7 @@ def startup_facts(log_text: str) -> dict[str, Any]:
     return {}
 
 
-def command(spec: ServerSpec, port: int) -> list[str]:
+def command(spec: LaunchSpec, port: int) -> list[str]:
     """`nari-qwen3-tts-server --model ID --host H --port P --profile P` (an engine-config
     overlay goes in the system's extra args: the repository's deploy files are vllm-omni's).
     The lifecycle refuses a spec without a profile: the server would pick `ttfa` silently,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from thetalker.backends import vllm_omni
 from thetalker.backends.base import (
@@ -38,10 +37,7 @@ from thetalker.backends.base import (
     gpu_launch,
     optional_flags,
 )
-
-if TYPE_CHECKING:
-    from thetalker.client.options import BenchOptions
-    from thetalker.lifecycle.launch import ServerSpec
+from thetalker.backends.inputs import DEFAULT_EXECUTABLE, LaunchSpec, RequestOptions
 
 __all__ = ["API", "LAUNCHER", "PROGRAM", "QUEUE_FULL", "command", "env", "streamed_body"]
 
@@ -49,7 +45,7 @@ PROGRAM = "sgl-omni"  # the console script of the sglang-omni wheel
 QUEUE_FULL = "The request queue is full."  # sglang_omni/admission.py QueueFullError.MESSAGE
 
 
-def streamed_body(opts: BenchOptions, text: str, ref_audio_uri: str | None = None) -> Body:
+def streamed_body(opts: RequestOptions, text: str, ref_audio_uri: str | None = None) -> Body:
     """One streamed request: `stream: true` (raw PCM, or SSE with `stream_format: "sse"`)."""
     body: Body = {"input": text, **vllm_omni.voice_fields(opts, ref_audio_uri, "voice")}
     body["stream"] = True
@@ -63,17 +59,16 @@ def probe_body(body: Body) -> Body:
     return dict(body)
 
 
-def command(spec: ServerSpec, port: int) -> list[str]:
-    # ServerSpec.executable's default names vllm-omni's program; any other value is a path
+def command(spec: LaunchSpec, port: int) -> list[str]:
+    # The spec's default executable names vllm-omni's program; any other value is a path
     # to this one (a venv's sgl-omni, a wrapper).
-    default = next(f.default for f in dataclasses.fields(spec) if f.name == "executable")
-    program = PROGRAM if spec.executable == default else spec.executable
+    program = PROGRAM if spec.executable == DEFAULT_EXECUTABLE else spec.executable
     cmd = [program, "serve", "--model-path", spec.model_id, "--model-name", spec.model_id]
     cmd += ["--host", spec.host, "--port", str(port)]
     return cmd + optional_flags(("--config", spec.deploy_config))
 
 
-def env(_spec: ServerSpec, voices_dir: Path | None) -> dict[str, str]:
+def env(_spec: LaunchSpec, voices_dir: Path | None) -> dict[str, str]:
     # A busy port must fail the start, not move the server elsewhere (launcher.py
     # find_available_port); the voice store is a folder of the run's own.
     out = {"SGLANG_OMNI_STRICT_PORT": "1"}

@@ -13,7 +13,6 @@ Voices are uploaded (`/v1/audio/voices`) and reloaded from `SPEAKER_SAMPLES_DIR`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from thetalker.backends.base import (
     AgentProtocol,
@@ -24,15 +23,12 @@ from thetalker.backends.base import (
     gpu_launch,
     optional_flags,
 )
-
-if TYPE_CHECKING:
-    from thetalker.client.options import BenchOptions
-    from thetalker.lifecycle.launch import ServerSpec
+from thetalker.backends.inputs import LaunchSpec, RequestOptions
 
 __all__ = ["API", "LAUNCHER", "DIALECT", "AGENT", "voice_fields", "streamed_body", "probe_body"]
 
 
-def voice_fields(opts: BenchOptions, ref_audio_uri: str | None, speaker_key: str) -> Body:
+def voice_fields(opts: RequestOptions, ref_audio_uri: str | None, speaker_key: str) -> Body:
     """What says who speaks and how, shared by the HTTP body and the WebSocket's
     `session.config`: task, model, language, then one voice source (an uploaded voice, the
     inline reference clip for Base, else the built-in speaker under `speaker_key`)."""
@@ -57,7 +53,7 @@ def voice_fields(opts: BenchOptions, ref_audio_uri: str | None, speaker_key: str
     return fields
 
 
-def streamed_body(opts: BenchOptions, text: str, ref_audio_uri: str | None = None) -> Body:
+def streamed_body(opts: RequestOptions, text: str, ref_audio_uri: str | None = None) -> Body:
     """The JSON body of one streamed request (speech-api.md)."""
     body: Body = {"input": text, **voice_fields(opts, ref_audio_uri, "speaker")}
     # `stream: true` alone means SSE on recent servers: always say which stream is wanted.
@@ -74,7 +70,7 @@ def probe_body(body: Body) -> Body:
     return probe
 
 
-def session_config(opts: BenchOptions, ref_audio_uri: str | None = None) -> Body:
+def session_config(opts: RequestOptions, ref_audio_uri: str | None = None) -> Body:
     """The `session.config` message (0.30.0's `StreamingSpeechSessionConfig`): PCM streamed
     as it is made (`stream_audio`), at speed 1.0 (the only speed it streams at)."""
     # The session has no `speaker` field: a built-in speaker goes as `voice`.
@@ -85,7 +81,7 @@ def session_config(opts: BenchOptions, ref_audio_uri: str | None = None) -> Body
     return msg
 
 
-def program(spec: ServerSpec) -> str:
+def program(spec: LaunchSpec) -> str:
     """`vllm-omni` from the system's serving environment (`serving_env`: a venv or prefix,
     e.g. a second vllm-omni build beside the first), else the spec's executable (PATH)."""
     serving_env = getattr(spec, "serving_env", None)
@@ -94,7 +90,7 @@ def program(spec: ServerSpec) -> str:
     return spec.executable
 
 
-def command(spec: ServerSpec, port: int) -> list[str]:
+def command(spec: LaunchSpec, port: int) -> list[str]:
     cmd = [program(spec), "serve", spec.model_id, "--omni", "--trust-remote-code"]
     # Pins on the stats /metrics' audio families need (0.30.0's API server already defaults
     # to them; its headless replicas do not): thetalker.pipeline.server_metrics.
@@ -103,7 +99,7 @@ def command(spec: ServerSpec, port: int) -> list[str]:
     return cmd + optional_flags(("--deploy-config", spec.deploy_config))
 
 
-def env(_spec: ServerSpec, voices_dir: Path | None) -> dict[str, str]:
+def env(_spec: LaunchSpec, voices_dir: Path | None) -> dict[str, str]:
     # The real server reloads every voice found there at each start.
     return {"SPEAKER_SAMPLES_DIR": str(voices_dir)}
 

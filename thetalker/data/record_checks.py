@@ -96,12 +96,34 @@ _ABS_TOL = 1e-9
 
 def timeline_problem(record: Mapping[str, Any]) -> tuple[str, str] | None:
     """(field, why) when a record's figures contradict its own raw timeline (None when
-    they agree): `audio_s` is the audio its chunks carry, `sum(chunk_bytes) / (sample_rate
-    x 2)` (16-bit mono); `ttfa_s`, the first audio, is no later than the request's end
-    (`wall_s`). A figure edited or corrupted apart from its timeline (an `audio_s` of 10^9
-    makes an RTFx of 476,591) would otherwise pass every type check."""
+    they agree): one arrival per chunk and per read; the reads carry the chunks' bytes
+    (one byte stream, two groupings); `audio_s` is the audio its chunks carry,
+    `sum(chunk_bytes) / (sample_rate x 2)` (16-bit mono); `ttfa_s` and `wall_s` are times
+    from the request's start, never negative, and the first audio is no later than the end;
+    `stalls` and `underrun_events` count gaps between arrivals, so no more than the
+    arrivals less one. A figure edited or corrupted apart from its timeline (an `audio_s` of
+    10^9 makes an RTFx of 476,591; `stalls` of 2^63) would otherwise pass every type check."""
+    chunks = record["chunk_bytes"]
+    if len(record["chunk_arrival_s"]) != len(chunks):
+        n = len(record["chunk_arrival_s"])
+        why = f"{n} arrival(s) for {len(chunks)} chunk(s) in chunk_bytes: one a chunk"
+        return "chunk_arrival_s", why
+    reads = record.get("read_bytes")
+    read_times = record.get("read_arrival_s")
+    if (reads is None) != (read_times is None) or (
+        reads is not None and len(read_times) != len(reads)
+    ):
+        n, m = len(read_times or ()), len(reads or ())
+        return "read_arrival_s", f"{n} arrival(s) for {m} read(s) in read_bytes: one a read"
+    carried_bytes = sum(chunks)
+    if reads is not None and sum(reads) != carried_bytes:
+        why = (
+            f"{sum(reads)} bytes, but its chunks carry {carried_bytes} (chunk_bytes): "
+            "one byte stream, counted twice"
+        )
+        return "read_bytes", why
     bps = int(record["sample_rate"]) * 2
-    carried = sum(record["chunk_bytes"]) / bps if bps > 0 else 0.0
+    carried = carried_bytes / bps if bps > 0 else 0.0
     audio = float(record["audio_s"])
     if abs(audio - carried) > _ABS_TOL + _REL_TOL * abs(carried):
         return "audio_s", (
@@ -109,8 +131,22 @@ def timeline_problem(record: Mapping[str, Any]) -> tuple[str, str] | None:
             "(sum(chunk_bytes) / (sample_rate x 2)): a figure apart from its timeline"
         )
     ttfa, wall = record["ttfa_s"], float(record["wall_s"])
+    for name, value in (("ttfa_s", ttfa), ("wall_s", wall)):
+        if value is not None and value < 0:
+            return name, f"{value:g} s: a time from the request's start is never negative"
     if ttfa is not None and float(ttfa) > wall + _ABS_TOL + _REL_TOL * abs(wall):
         return "ttfa_s", (
             f"first audio at {float(ttfa):g} s, after the request's end (wall_s {wall:g} s)"
         )
+    # The player's arrivals: its reads where it has them, else at most one per whole frame
+    # (a record without reads may have derived them from reads since dropped, as in `/1`).
+    if reads is not None:
+        most, of = len(reads) - 1, f"{len(reads)} read(s)"
+    else:
+        most, of = carried_bytes // 2 - 1, f"{carried_bytes // 2} whole frame(s)"
+    most = max(most, 0)
+    for name in ("stalls", "underrun_events"):
+        count = record[name]
+        if not 0 <= count <= most:
+            return name, f"{count}, but its {of} allow 0 to {most} (gaps between arrivals)"
     return None

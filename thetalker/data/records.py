@@ -22,6 +22,15 @@ from typing import IO, Any
 import msgspec
 
 from thetalker.data.record_checks import fields_problem, timeline_problem
+from thetalker.data.record_lines import (
+    TOO_DEEP,
+    RepeatedKey,
+    counted_keys,
+    fill_absent,
+    no_repeats,
+    presence_type,
+    repeated_key,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -220,6 +229,14 @@ OPTIONAL_SUMMARY_FIELDS = (
     "aiohttp_version",
     "options",
     "agent",
+    "sessions_in_flight",
+    "usable_audio_s",
+    "time_to_usable_audio_s",
+    "n_short_of_usable_audio",
+    "ttfa_audible_p99_over_p50",
+    "ttfa_audible_iqr_s",
+    "n_rejected",
+    "rejected_wall_s",
 )
 
 # Error types a record may carry in `error.type`.
@@ -362,14 +379,20 @@ def read_records(
         while line is not None:
             following = next(lines, None)
             lineno += 1
-            record = _fast_record(line, declared_only)
-            if record is None:
-                record = _checked_record(path, lineno, line, last=following is None, say=say)
-                if record is _TORN:
-                    break
-                if record is None:  # a blank line
-                    line = following
-                    continue
+            try:
+                record, given = _fast_decode(line, declared_only)
+                if record is None:
+                    record = _checked_record(path, lineno, line, last=following is None, say=say)
+                    if record is _TORN:
+                        break
+                    if record is None:  # a blank line
+                        line = following
+                        continue
+                repeated = _repeat(line, record, given)
+            except RecursionError:  # a value nested past what a decoder survives
+                raise RecordError(f"{path}:{lineno}: {TOO_DEEP}") from None
+            if repeated is not None:
+                doubts.add(lineno, repeated, _REPEATED)
             index = record["request_index"]
             if index in seen:
                 raise RecordError(
@@ -403,25 +426,47 @@ def read_records(
 # the line leaves out at its declared default (None, or `connection_reused` False,
 # `protocol` "http": what readers take an absent one for) and a field the schema does not
 # declare dropped.
+# The declared decode goes into `Record`'s twin whose defaults are UNSET, so the fields the
+# line gave are known (`fill_absent`): their count is what proves the line repeats no key.
 _DECODE = msgspec.json.Decoder().decode
-_DECODE_DECLARED = msgspec.json.Decoder(Record).decode
+_DECODE_DECLARED = msgspec.json.Decoder(presence_type(Record)).decode
+_DEFAULTS = {
+    f.name: f.default for f in dataclasses.fields(Record) if f.default is not dataclasses.MISSING
+}
 _TORN: Any = object()
+_REPEATED = "given twice in the line (a decoder keeps the last value: what it said first is lost)"
 
 
 def _fast_record(line: bytes, declared_only: bool = False) -> dict[str, Any] | None:
     """The line's record when msgspec takes it as one of the declared schema (None: it did
     not, or the line is blank; `_checked_record` decides and says why)."""
+    return _fast_decode(line, declared_only)[0]
+
+
+def _fast_decode(line: bytes, declared_only: bool = False) -> tuple[dict[str, Any] | None, int]:
+    """`_fast_record`'s record and how many top-level keys of the line it kept."""
     try:
         if declared_only:
             record = vars(_DECODE_DECLARED(line))
+            given = fill_absent(record, ALL_RECORD_FIELDS, _DEFAULTS)
         else:
             record = _DECODE(line)
             msgspec.convert(record, Record)
+            given = len(record)
     except msgspec.MsgspecError:
-        return None
+        return None, 0
     if not 0 <= record["request_index"] <= MAX_REQUEST_INDEX:
+        return None, 0
+    return record, given
+
+
+def _repeat(line: bytes, record: dict[str, Any], given: int) -> str | None:
+    """A key the line gives twice (None: none). One byte count proves most lines free of
+    repeats (`counted_keys`); the rest, and lines the fast decode did not take (`given`
+    0), are decoded once more by the standard library to find one."""
+    if given and counted_keys(line, record, given):
         return None
-    return record
+    return repeated_key(line)
 
 
 def _other_rate(rate: int, first: int, where: int | str) -> str:
@@ -464,6 +509,8 @@ def _checked_record(
         return None
     try:
         record = json.loads(line, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise RecordError(f"{path}:{lineno}: {TOO_DEEP}") from None
     except ValueError as exc:
         if last and not line.endswith("\n"):
             say(f"{path}:{lineno}: torn last line skipped (a write cut short, e.g. SIGKILL)")
@@ -567,6 +614,10 @@ def write_json(path: str | os.PathLike[str], data: Any) -> None:
 def read_json(path: str | os.PathLike[str]) -> Any:
     path = Path(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=no_repeats)
     except json.JSONDecodeError as exc:
         raise RecordError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RepeatedKey as exc:
+        raise RecordError(f"{path}: field {exc.key}: {_REPEATED}") from None
+    except RecursionError:
+        raise RecordError(f"{path}: {TOO_DEEP}") from None

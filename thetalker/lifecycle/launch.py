@@ -2,14 +2,15 @@
 
 ``launch_server(spec)`` is a context manager. On entry it (optionally) starts an NVIDIA MPS
 daemon, starts the server in its own session with stdout and stderr in a log file, waits for
-``GET /health`` to answer 200 and registers a voice when asked. A server that dies during
-startup raises ``ServerStartError`` at once with the log's tail; one that never becomes
-healthy raises it at ``health_timeout_s``. On exit, whatever the reason (normal exit, an
-exception, Ctrl-C, or SIGTERM from Snakemake or Slurm's ``scancel``, which the context turns
-into ``SystemExit`` so ``finally`` runs), the process group gets SIGTERM, then SIGKILL after a
-grace period, and the MPS daemon is told to quit. The stop cannot be cut short: a second
-Ctrl-C or SIGTERM during it is held until it is done. A leftover server would hold the GPU and
-spoil the next measured run, hence the care.
+``GET /health`` to answer 200 and registers a voice when asked
+(``thetalker.lifecycle.readiness``). A server that dies during startup raises
+``ServerStartError`` at once with the log's tail; one that never becomes healthy raises it
+at ``health_timeout_s``. On exit, whatever the reason (normal exit, an exception, Ctrl-C, or
+SIGTERM from Snakemake or Slurm's ``scancel``, which the context turns into ``SystemExit``
+so ``finally`` runs), the process group gets SIGTERM, then SIGKILL after a grace period, and
+the MPS daemon is told to quit. The stop cannot be cut short: a second Ctrl-C or SIGTERM
+during it is held until it is done. A leftover server would hold the GPU and spoil the next
+measured run, hence the care.
 
 The server's PID, process group and port are written to a record (``ServerSpec.record_path``,
 by default ``<log stem>.pid.json`` beside the log) the moment it starts, and the record is
@@ -17,11 +18,11 @@ removed once the group is gone and no process carrying the server's token remain
 that daemonized is looked for after every stop, and after a start that exited). A run whose
 launcher was SIGKILLed leaves it behind: the next launch with the same record finds that server
 (``thetalker.lifecycle.leftover``) and stops its group (``leftover="stop"``) or refuses with
-one line naming it (``"refuse"``). A fixed port that is busy, or a GPU that nvidia-smi shows in
-use (vllm-omni launcher), is refused with one line naming the PID that holds it. Secrets reach
-the server only through the environment: ``secret_env`` names variables copied from this
-process's environment, and every command line and env recorded is redacted
-(``thetalker.util.redact``).
+one line naming it (``"refuse"``): ``thetalker.lifecycle.leftover_stop``. A fixed port that
+is busy, or a GPU that nvidia-smi shows in use (vllm-omni launcher), is refused with one line
+naming the PID that holds it. Secrets reach the server only through the environment:
+``secret_env`` names variables copied from this process's environment, and every command
+line and env recorded is redacted (``thetalker.util.redact``).
 
 Launchers: ``local`` runs ``python -m thetalker.server``; ``vllm-omni`` runs
 ``vllm-omni serve <id> --omni --trust-remote-code --log-stats ...`` with
@@ -40,41 +41,31 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from thetalker import backends
 from thetalker.api import speech as speech_api
-from thetalker.data.wavio import WavError
+from thetalker.backends.inputs import DEFAULT_EXECUTABLE
 from thetalker.lifecycle import leftover as _leftover
 from thetalker.lifecycle.gpu import (
     GpuBusyError,
     MpsDaemon,
     MpsStartError,
     check_gpu_empty,
-    gpu_compute_pids,
-    gpu_is_empty,
     start_mps,
-    stop_leftover_mps,
     stop_mps,
 )
-from thetalker.lifecycle.port_owner import foreign_listener
-from thetalker.lifecycle.processes import (
-    TermGuard,
-    group_alive,
-    log_tail,
-    signals_held,
-    stop_process_group,
-)
+from thetalker.lifecycle.leftover_stop import LEFTOVER_POLICIES, clear_leftover, mps_record_path
+from thetalker.lifecycle.processes import TermGuard, group_alive, signals_held, stop_process_group
+from thetalker.lifecycle.readiness import ServerStartError, register_voice, wait_healthy
 from thetalker.lifecycle.serving_env import (
     contamination,
     launch_warning,
     probe_serving_env,
     server_python,
 )
-from thetalker.util.http_get import GetError, http_get
 from thetalker.util.redact import redact_command, redact_env, redact_url
 
 __all__ = [
@@ -82,34 +73,17 @@ __all__ = [
     "VLLM_OMNI_STOCK_ENV",
     "RunningServer",
     "ServerSpec",
-    "ServerStartError",
     "build_command",
     "free_port",
-    "gpu_compute_pids",
-    "gpu_is_empty",
-    "group_alive",
     "launch_server",
-    "log_tail",
-    "register_voice",
-    "stop_process_group",
 ]
 
 # Every launcher of thetalker.backends; each says how its server is started (`Launcher.launch`).
 LAUNCHERS = backends.launcher_names()
-LEFTOVER_POLICIES = ("stop", "refuse")
 # The "vllm-omni" system asks for stock vllm-omni. Neither vllm nor vllm-omni reads this
 # variable (outside code enters as entry-point plugins); it marks the intent, and
 # thetalker.lifecycle.serving_env checks what the server really loaded.
 VLLM_OMNI_STOCK_ENV = {"THESTAGE_VLLM_OMNI": "0"}
-_POLL_S = 0.2
-
-
-class ServerStartError(RuntimeError):
-    """The server did not become usable: it died, never got healthy, or refused the voice."""
-
-    def __init__(self, message: str, log_tail: str = "") -> None:
-        super().__init__(message + (f"\n--- server log tail ---\n{log_tail}" if log_tail else ""))
-        self.log_tail = log_tail
 
 
 @dataclass
@@ -129,7 +103,7 @@ class ServerSpec:
     register_voice: dict | None = None  # {"name", "audio" (path), "ref_text"?, "consent"?}
     host: str = "127.0.0.1"
     stop_grace_s: float = 20.0
-    executable: str = "vllm-omni"  # the vllm-omni launcher's program (found on PATH)
+    executable: str = DEFAULT_EXECUTABLE  # the vllm-omni launcher's program (found on PATH)
     # vllm-omni launcher: a venv or prefix whose bin/ holds the program (over `executable`);
     # the serving-environment probe then reads that environment's interpreter.
     serving_env: str | Path | None = None
@@ -209,86 +183,6 @@ def build_command(spec: ServerSpec, port: int) -> list[str]:
     return command(spec, port) + [str(a) for a in spec.extra_args]
 
 
-def _health_ok(base_url: str, path: str = "/health") -> bool:
-    """Whether ``GET path`` (the launcher's ``ready_path``: /health, Nari's /ready) is 200,
-    answered whole within 2 s (``thetalker.util.http_get``: a trickle cannot hold the wait
-    past ``health_timeout_s``; a redirect is not health)."""
-    try:
-        return http_get(base_url + path, 2.0, 1 << 20).status == 200
-    except GetError:
-        # Refused: the port only opens once the model is loaded. 503: engine dead or absent.
-        return False
-
-
-def _wait_healthy(
-    proc: subprocess.Popen,
-    where: tuple[str, int],
-    timeout_s: float,
-    log_path: Path,
-    cmd: list[str],
-    ready_path: str = "/health",
-    token: str | None = None,
-) -> None:
-    """Until the server answers ``ready_path`` with 200 on ``where`` (host, port) from its own
-    listener: another process that took the port meanwhile fails the start, named
-    (thetalker.lifecycle.port_owner)."""
-    host, port = where
-    base_url = f"http://{host}:{port}"
-    deadline = time.monotonic() + timeout_s
-    while True:
-        code = proc.poll()
-        if code is not None:
-            other = foreign_listener(host, port, proc.pid, token)
-            taken = f"; port {port} is held by {other}" if other else ""
-            left = _leftover.token_carriers(token) if token else []
-            daemon = (
-                f"; it left {_leftover.describe_pid(left[0])} running, which carries the run's "
-                "server token: a server must stay in the foreground of its command (no "
-                "daemonizing); it is stopped"
-                if left
-                else ""
-            )
-            raise ServerStartError(
-                f"server exited with code {code} during startup: {' '.join(cmd)} "
-                f"(log: {log_path}){taken}{daemon}",
-                log_tail(log_path),
-            )
-        if _health_ok(base_url, ready_path):
-            other = foreign_listener(host, port, proc.pid, token)
-            if other is None:
-                return
-            raise ServerStartError(
-                f"port {port} on {host} answered {ready_path} from {other}, not from the "
-                f"server (process group {proc.pid}): another process took the port while "
-                f"the server started; nothing was measured: {' '.join(cmd)} (log: {log_path})",
-                log_tail(log_path),
-            )
-        if time.monotonic() >= deadline:
-            raise ServerStartError(
-                f"server not healthy after {timeout_s:g} s: {' '.join(cmd)} (log: {log_path})",
-                log_tail(log_path),
-            )
-        time.sleep(_POLL_S)
-
-
-def register_voice(base_url: str, voice: dict, timeout_s: float = 120.0) -> str:
-    """Upload a reference clip as a named voice (POST /v1/audio/voices); returns the name."""
-    for key in ("name", "audio"):
-        if not voice.get(key):
-            raise ValueError(f"register_voice: missing {key!r} (need name, audio[, ref_text])")
-    audio = Path(voice["audio"])
-    if not audio.is_file():
-        raise ValueError(f"register_voice: audio file not found: {audio}")
-    name = str(voice["name"])
-    consent = str(voice.get("consent") or speech_api.DEFAULT_CONSENT)
-    ref_text = str(voice["ref_text"]) if voice.get("ref_text") else None
-    try:
-        speech_api.register_voice_blocking(base_url, name, audio, ref_text, consent, timeout_s)
-    except (speech_api.SpeechApiError, WavError) as err:
-        raise ServerStartError(f"voice registration failed: {err}") from None
-    return name
-
-
 def _prepare_paths(spec: ServerSpec) -> tuple[Path, Path | None]:
     if spec.log_path is None:
         log_path = Path(tempfile.mkdtemp(prefix="thetalker-server-")) / "server.log"
@@ -316,75 +210,6 @@ def _record_path(spec: ServerSpec, log_path: Path) -> Path:
     if spec.record_path is not None:
         return Path(spec.record_path)
     return log_path.with_name(log_path.stem + ".pid.json")
-
-
-def _mps_record_path(record_path: Path) -> Path:
-    return record_path.with_name(record_path.name.removesuffix(".pid.json") + ".mps.json")
-
-
-def _clear_leftover(record_path: Path, spec: ServerSpec) -> None:
-    """Stop (or refuse) a server an earlier run of this job left running, then the MPS daemon
-    it ran in (a job SIGKILLed after starting the daemon); see the docstring."""
-    _clear_leftover_server(record_path, spec)
-    with signals_held():
-        stop_leftover_mps(_mps_record_path(record_path), os.environ)
-
-
-def _clear_leftover_server(record_path: Path, spec: ServerSpec) -> None:
-    record = _leftover.read_record(record_path)
-    found = _leftover.find_leftover(record_path)
-    if found is not None:
-        where = f"{found.describe()}, recorded in {record_path}"
-        pgid = found.pgid
-        _stop_leftover(
-            where,
-            found.launcher_pid,
-            spec,
-            lambda: _leftover.stop_group(pgid, spec.stop_grace_s),
-            f"kill -TERM -- -{pgid}",
-        )
-    # What carries the earlier run's token outside its group (a server that daemonized) is
-    # that server too: gone only when none remains.
-    token = record.get("token") if record else None
-    carriers = _leftover.token_carriers(token) if isinstance(token, str) else []
-    if carriers:
-        assert isinstance(token, str) and record is not None
-        where = (
-            f"{', '.join(_leftover.describe_pid(p) for p in carriers[:3])} carrying the server "
-            f"token of {record_path}"
-        )
-        launcher = _leftover.launcher_alive(record)
-        _stop_leftover(
-            where,
-            launcher,
-            spec,
-            lambda: _leftover.stop_carriers(token, spec.stop_grace_s),
-            "kill -TERM " + " ".join(map(str, carriers)),
-        )
-    _leftover.remove_record(record_path)
-
-
-def _stop_leftover(
-    where: str,
-    launcher_pid: int | None,
-    spec: ServerSpec,
-    stop: Callable[[], bool],
-    by_hand: str,
-) -> None:
-    """Stop what an earlier run left (or refuse, `spec.leftover`); ServerStartError when it
-    cannot be stopped or its launcher still runs."""
-    if launcher_pid is not None:
-        raise ServerStartError(f"{where}, is still served by a running launcher PID {launcher_pid}")
-    if spec.leftover == "refuse":
-        raise ServerStartError(f"{where}, is left from an earlier run; stop it with: {by_hand}")
-    print(f"thetalker.lifecycle.launch: stopping leftover {where}", file=sys.stderr, flush=True)
-    try:
-        with signals_held():
-            gone = stop()
-    except PermissionError:
-        gone = False
-    if not gone:
-        raise ServerStartError(f"{where}, could not be stopped (permission denied?)")
 
 
 def _secret_values(names: list[str]) -> dict[str, str]:
@@ -444,7 +269,7 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
         )
     log_path, voices_dir = _prepare_paths(spec)
     record_path = _record_path(spec, log_path)
-    _clear_leftover(record_path, spec)
+    clear_leftover(record_path, spec.leftover, spec.stop_grace_s)
     port = spec.port if spec.port is not None else free_port(spec.host)
     set_env = {str(k): str(v) for k, v in spec.env.items()}
     set_env.update(_secret_values(spec.secret_env))
@@ -467,7 +292,7 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
                 check_gpu_empty()
             if spec.mps:
                 mps = start_mps(
-                    spec.mps_control, log_path.parent, base_env, _mps_record_path(record_path)
+                    spec.mps_control, log_path.parent, base_env, mps_record_path(record_path)
                 )
                 set_env.update(mps.env)
         except (GpuBusyError, MpsStartError) as exc:
@@ -497,7 +322,7 @@ def launch_server(spec: ServerSpec) -> Iterator[RunningServer]:
         base_url = f"http://{spec.host}:{port}"
         ready_path = spec.ready_path or launcher.ready_path or "/health"
         where = (spec.host, port)
-        _wait_healthy(proc, where, spec.health_timeout_s, log_path, shown, ready_path, token)
+        wait_healthy(proc, where, spec.health_timeout_s, log_path, shown, ready_path, token)
         server = RunningServer(
             base_url=base_url,
             command=shown,

@@ -17,27 +17,44 @@ stops a summary, and a bad timeline never yields a plausible-looking number.
 
 By job: `stream` (one request's timeline: continuity, stalls, playback), `onset` (the audible
 onset, absolute rule: -45 dBFS by default), `players` (continuity under named player models,
-the start buffer), `point` (per-request metrics, point summaries, cost), `intervals`
-(bootstrap, Wilson, t; WER's too), `rounds` (RTFx over a point's rounds, B / A over two
-runs' rounds) and `agent` (the voice-agent mode).
+the start buffer), `point` (per-request metrics, point summaries, cost), `sessions` (streams
+in flight, time to a usable start of speech, the first-audio tail's spread), `intervals` (a
+package by job: the bootstrap engine, closed forms, Wilson and Newcombe, t over rounds with
+compare's RTFx over rounds and B / A, changes between two runs; WER's too), `usage` (energy
+and CPU-seconds per second of audio), `overload` (admission rejections) and `agent` (the
+voice-agent mode).
 Everything is re-exported here: `from thetalker import metrics`.
 """
 
-from thetalker.metrics import agent, intervals, onset, players, point, rounds, stream
+from thetalker.metrics import (
+    agent,
+    intervals,
+    onset,
+    overload,
+    players,
+    point,
+    sessions,
+    stream,
+    usage,
+)
 from thetalker.metrics.agent import *  # noqa: F403
 from thetalker.metrics.intervals import *  # noqa: F403
 from thetalker.metrics.onset import *  # noqa: F403
+from thetalker.metrics.overload import *  # noqa: F403
 from thetalker.metrics.players import *  # noqa: F403
 from thetalker.metrics.point import *  # noqa: F403
-from thetalker.metrics.rounds import *  # noqa: F403
+from thetalker.metrics.sessions import *  # noqa: F403
 from thetalker.metrics.stream import *  # noqa: F403
+from thetalker.metrics.usage import *  # noqa: F403
 
 __all__ = [
     *agent.__all__,
     *intervals.__all__,
     *onset.__all__,
+    *overload.__all__,
     *players.__all__,
     *point.__all__,
-    *rounds.__all__,
+    *sessions.__all__,
     *stream.__all__,
+    *usage.__all__,
 ]

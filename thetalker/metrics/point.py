@@ -10,7 +10,15 @@ from typing import Any
 import numpy as np
 
 from thetalker.metrics.onset import DEFAULT_ONSET, OnsetSettings, audible_onset_s
+from thetalker.metrics.overload import is_rejection
 from thetalker.metrics.players import STALLS_KEY, pausing_stalls_s, summarize_players
+from thetalker.metrics.sessions import (
+    DEFAULT_USABLE_AUDIO_S,
+    TIME_TO_AUDIO_KEY,
+    record_time_to_audio_s,
+    sessions_in_flight,
+    tail_spread,
+)
 from thetalker.metrics.stream import (
     CONTINUITY_THRESHOLD_S,
     PERCENTILES,
@@ -209,12 +217,16 @@ POINT_FIELDS = (
 )
 
 
-def point_fields(record: Mapping[str, Any]) -> dict[str, Any]:
-    """What a point's figures need of one record: its `POINT_FIELDS` (those it has) and the
+def point_fields(
+    record: Mapping[str, Any], usable_audio_s: float = DEFAULT_USABLE_AUDIO_S
+) -> dict[str, Any]:
+    """What a point's figures need of one record: its `POINT_FIELDS` (those it has), the
     stalls of the pausing player over its timeline (`pausing_stalls_s`, kept under
-    `STALLS_KEY`), without the timeline itself: a point's reads are most of its memory."""
+    `STALLS_KEY`) and its time to `usable_audio_s` of audio (kept under `TIME_TO_AUDIO_KEY`),
+    without the timeline itself: a point's reads are most of its memory."""
     slim = {name: record[name] for name in POINT_FIELDS if name in record}
     slim[STALLS_KEY] = pausing_stalls_s(record)
+    slim[TIME_TO_AUDIO_KEY] = (usable_audio_s, record_time_to_audio_s(record, usable_audio_s))
     return slim
 
 
@@ -274,6 +286,20 @@ class PointSummary(Mapping[str, Any]):
     # and how late the sent ones went out (`schedule_lag_s` percentiles, n 0 on a closed loop).
     n_dropped: int
     schedule_lag_s: dict[str, Any]
+    # Sessions and starts (thetalker.metrics.sessions): mean streams in flight (Little's
+    # law over the sent requests), time to the first `usable_audio_s` of audio over the ok
+    # requests (those that never delivered that much counted apart), and the spread of the
+    # audible first-audio tail.
+    sessions_in_flight: float | None
+    usable_audio_s: float
+    time_to_usable_audio_s: dict[str, Any]
+    n_short_of_usable_audio: int
+    ttfa_audible_p99_over_p50: float | None
+    ttfa_audible_iqr_s: float | None
+    # Admission rejections (thetalker.metrics.overload): scored requests the server refused
+    # for load, and how long a refusal took (`wall_s` percentiles).
+    n_rejected: int
+    rejected_wall_s: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: the fields in order (percentile blocks copied)."""
@@ -299,7 +325,9 @@ _FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(PointSummary))
 
 
 def summarize_point(
-    records: Iterable[Mapping[str, Any]], concurrency: int | None = None
+    records: Iterable[Mapping[str, Any]],
+    concurrency: int | None = None,
+    usable_audio_s: float = DEFAULT_USABLE_AUDIO_S,
 ) -> PointSummary:
     """One load point from its records (warmup records are ignored).
 
@@ -319,6 +347,9 @@ def summarize_point(
 
     def rate(x: float) -> float | None:
         return x / window_s if window_s > 0 else None
+
+    usable = [record_time_to_audio_s(r, usable_audio_s) for r in ok]
+    spread = tail_spread(r.get("ttfa_audible_s") for r in ok)
 
     def pct(num: int, den: int) -> float | None:
         return 100.0 * num / den if den else None
@@ -348,6 +379,14 @@ def summarize_point(
         **summarize_players(scored),
         n_dropped=len(measured) - n_scored,
         schedule_lag_s=_lags([r.get("schedule_lag_s") for r in scored]),
+        sessions_in_flight=sessions_in_flight((r.get("wall_s") for r in scored), window_s),
+        usable_audio_s=float(usable_audio_s),
+        time_to_usable_audio_s=percentiles(usable),
+        n_short_of_usable_audio=usable.count(None),
+        ttfa_audible_p99_over_p50=spread["p99_over_p50"],
+        ttfa_audible_iqr_s=spread["iqr"],
+        n_rejected=len(rejected := [r for r in scored if is_rejection(r)]),
+        rejected_wall_s=percentiles(r.get("wall_s") for r in rejected),
     )
 
 

@@ -1,8 +1,8 @@
 """The job spec of one (system, model) run: what the workflow hands to `serve_and_sweep`.
 
-`BenchJob` is the typed contract between `thetalker.pipeline.config_checks` (which builds one from
-the checked config) and `thetalker.pipeline.serve_and_sweep` (which serves the model and runs every
-concurrency point from it). It travels through Snakemake's `params` as canonical JSON
+`BenchJob` is the typed contract between `thetalker.pipeline.job_from_config` (which builds one
+from the checked config) and `thetalker.pipeline.serve_and_sweep` (which serves the model and runs
+every concurrency point from it). It travels through Snakemake's `params` as canonical JSON
 (`to_json`: sorted keys, no spaces), so any change to any field reruns exactly that job.
 `to_json` writes the shape the workflow has always written (lists, string keys in
 `requests`): a job whose settings did not change keeps its params and is not rerun.

@@ -11,6 +11,14 @@ A background thread samples every ``interval_s`` (0.5 s by default) while a load
   its process group when it leads one) through psutil: summed RSS, and CPU seconds whose rate
   gives utilisation in percent of one core (it can exceed 100 on several cores).
 
+Energy (nvidia-smi only): each GPU sample also asks ``power.draw`` (watts, summed over the
+job's GPUs). No energy figure is made up: a ``[N/A]`` draw, an MIG slice (its draw is the
+whole GPU's) or another process on the job's GPUs stops the power samples and says why in
+``power_note``. ``mark("begin")`` / ``mark("end")`` (the client's scored window) take a sample
+at once and keep ``scored``: the window's seconds, CPU-seconds (proc) and joules (trapezoid,
+thetalker.metrics.usage), so warmup and probe fall outside. ``gpu_power.measure_idle_power``
+takes the draw with the server loaded and nothing sent (before a job's first point).
+
 Use it as a context manager around one load point, then read ``result()``::
 
     with ResourceSampler(pid=server.pid) as sampler:
@@ -32,6 +40,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psutil
+
+from thetalker.metrics.usage import trapezoid_j
+from thetalker.pipeline.gpu_power import mean_power_w, parse_power_csv
+from thetalker.pipeline.machine_load import MachineLoad
 
 __all__ = [
     "DEFAULT_INTERVAL_S",
@@ -59,6 +71,15 @@ class ResourcePeaks:
     mean/peak_utilization_pct: GPU: utilization.gpu averaged over the job's GPUs;
         proc: CPU percent of one core, from CPU-seconds deltas between samples.
     cpu_seconds: proc only: CPU seconds the tree used while sampled.
+    other_cpu_pct, load_average_1m, cpus: the machine's load over the same window, from
+        either source (thetalker.pipeline.machine_load): the share of its CPU that processes
+        other than the server and the client used, the 1-minute load average at the end, and
+        its logical CPUs.
+    mean_power_w: nvidia-smi only: time-weighted mean power.draw (W) over the whole sampling.
+    power_note: why there is no energy figure (None when power was read throughout).
+    scored: the scored window's figures between mark("begin") and mark("end"): `seconds`,
+        `cpu_seconds` (proc; else None), `energy_j` (None without power),
+        `mean_utilization_pct` and `cpus` (proc: the cores the server may use); None unmarked.
     """
 
     source: str
@@ -70,8 +91,14 @@ class ResourcePeaks:
     peak_utilization_pct: float | None = None
     cpu_seconds: float | None = None
     gpu_ids: str | None = None
+    other_cpu_pct: float | None = None
+    load_average_1m: float | None = None
+    cpus: int | None = None
     errors: int = 0
     last_error: str | None = None
+    mean_power_w: float | None = None
+    power_note: str | None = None
+    scored: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,6 +172,7 @@ class _Accumulator:
     process_memory: list[float] = field(default_factory=list)
     utilization: list[float] = field(default_factory=list)
     cpu_seconds: float = 0.0
+    power: list[tuple[float, float]] = field(default_factory=list)  # (monotonic s, watts)
 
 
 class ResourceSampler:
@@ -180,6 +208,11 @@ class ResourceSampler:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.source = "none"
+        self._machine = MachineLoad(self._server_tree)
+        self._power_note: str | None = None
+        self._sampling = threading.RLock()
+        # phase -> (t, cpu s, power samples, utilisation samples)
+        self._marks: dict[str, tuple[float, float, int, int]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -194,6 +227,7 @@ class ResourceSampler:
         if self._thread is not None:
             return
         self.source = self._choose_source()
+        self._machine_safely()  # the window of the machine's load opens
         self._sample_safely()  # one sample at once, so even a short run has data
         self._thread = threading.Thread(target=self._loop, name="resource-sampler", daemon=True)
         self._thread.start()
@@ -205,6 +239,19 @@ class ResourceSampler:
         self._thread.join(timeout=_NVIDIA_SMI_TIMEOUT_S + 5)
         self._thread = None
         self._sample_safely()  # and one at the end
+        self._machine_safely()
+
+    def mark(self, phase: str) -> None:
+        """The scored window's `begin` or `end`: a sample now, and where the sums stood."""
+        with self._sampling:  # no sample of the thread's in between
+            self._sample_safely()
+            with self._lock:
+                power = self._acc.power
+                # With power, the window's ends are its end samples' times: energy / seconds
+                # is the mean draw exactly.
+                t = power[-1][0] if power and self._power_note is None else time.monotonic()
+                n_util = len(self._acc.utilization)
+                self._marks[phase] = (t, self._acc.cpu_seconds, len(power), n_util)
 
     def result(self) -> dict[str, Any]:
         with self._lock:
@@ -224,8 +271,41 @@ class ResourceSampler:
                 gpu_ids=self._gpu_ids if self.source == "nvidia-smi" else None,
                 errors=self._errors,
                 last_error=self._last_error,
+                mean_power_w=mean_power_w(acc.power) if self._power_note is None else None,
+                power_note=self._power_note if self.source == "nvidia-smi" else None,
+                scored=self._scored(acc),
             )
-        return peaks.as_dict()
+        try:
+            machine = self._machine.result()
+        except Exception as exc:  # a figure missing, never a failed point
+            self._record_error(exc)
+            machine = {}
+        return {**peaks.as_dict(), **{k: v for k, v in machine.items() if v is not None}}
+
+    def _scored(self, acc: _Accumulator) -> dict[str, Any] | None:
+        if "begin" not in self._marks or "end" not in self._marks:
+            return None
+        (t0, cpu0, p0, u0), (t1, cpu1, p1, u1) = self._marks["begin"], self._marks["end"]
+        util = acc.utilization[u0:u1]  # the samples after begin's, up to end's
+        energy = None
+        if self.source == "nvidia-smi" and self._power_note is None:
+            # The samples from the one taken at begin to the one taken at end.
+            window = acc.power[max(p0 - 1, 0) : p1]
+            energy = trapezoid_j([t for t, _ in window], [w for _, w in window])
+        return {  # to the microsecond / microjoule: the energy is checked against seconds
+            "seconds": round(t1 - t0, 6),
+            "cpu_seconds": round(cpu1 - cpu0, 6) if self.source == "proc" else None,
+            "energy_j": round(energy, 6) if energy is not None else None,
+            # GPU: mean utilization.gpu; proc: percent of one core (cpus: the cores it may use)
+            "mean_utilization_pct": _round(sum(util) / len(util)) if util else None,
+            "cpus": self._cpus() if self.source == "proc" else None,
+        }
+
+    def _cpus(self) -> int | None:
+        try:  # the cores the server may run on (its affinity), else the machine's
+            return len(psutil.Process(self.pid).cpu_affinity() or []) or psutil.cpu_count()
+        except (psutil.Error, AttributeError, TypeError):
+            return psutil.cpu_count()
 
     # -- sampling --------------------------------------------------------------------------
 
@@ -251,12 +331,29 @@ class ResourceSampler:
             self._sample_safely()
 
     def _sample_safely(self) -> None:
+        # One sample at a time: mark() samples from the client's thread, and two at once
+        # would count the same CPU-seconds twice (both from the same previous sample).
+        with self._sampling:
+            try:
+                if self.source == "nvidia-smi":
+                    self._sample_gpu()
+                elif self.source == "proc":
+                    self._sample_proc()
+            except Exception as exc:  # the thread must outlive any one bad sample
+                self._record_error(exc)
+
+    def _server_tree(self) -> set[int]:
+        if self.pid is None:
+            return set()
         try:
-            if self.source == "nvidia-smi":
-                self._sample_gpu()
-            elif self.source == "proc":
-                self._sample_proc()
-        except Exception as exc:  # the thread must outlive any one bad sample
+            return {p.pid for p in process_tree_pids(self.pid)}
+        except psutil.Error:  # the server is gone: nothing of it left to count
+            return set()
+
+    def _machine_safely(self) -> None:
+        try:
+            self._machine.snapshot()
+        except Exception as exc:  # psutil on an odd system: the figure goes missing
             self._record_error(exc)
 
     def _record_error(self, exc: BaseException) -> None:
@@ -291,6 +388,7 @@ class ResourceSampler:
         memory = [m for m, _ in rows if m is not None]
         util = [u for _, u in rows if u is not None]
         process_mib = self._tree_gpu_memory(apps)
+        self._sample_power(apps)
         with self._lock:
             self._samples += 1
             if memory:
@@ -299,6 +397,36 @@ class ResourceSampler:
                 self._acc.utilization.append(sum(util) / len(util))
             if process_mib is not None:
                 self._acc.process_memory.append(process_mib)
+
+    def _sample_power(self, apps: dict[int, float]) -> None:
+        """One power.draw sample, unless a reason not to read power was found (kept)."""
+        if self._power_note is not None:
+            return
+        foreign = self._foreign_pids(apps)
+        if foreign:
+            self._power_note = (
+                f"shared GPU: {len(foreign)} other process(es) on it (pid {min(foreign)})"
+            )
+            return
+        try:
+            watts, why = parse_power_csv(self._run_smi("--query-gpu=power.draw,mig.mode.current"))
+        except Exception as exc:  # an old driver without the field: no energy, said why
+            watts, why = None, f"power.draw unreadable: {exc}"
+        with self._lock:
+            if watts is None:
+                self._power_note = why
+            else:
+                self._acc.power.append((time.monotonic(), watts))
+
+    def _foreign_pids(self, apps: dict[int, float]) -> set[int]:
+        """Compute processes on the job's GPUs outside the server's tree (none without a pid)."""
+        if self.pid is None or not apps:
+            return set()
+        try:
+            mine = {p.pid for p in process_tree_pids(self.pid)}
+        except psutil.Error:
+            return set()
+        return set(apps) - mine
 
     def _tree_gpu_memory(self, apps: dict[int, float]) -> float | None:
         if not apps:

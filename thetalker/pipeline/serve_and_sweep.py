@@ -178,6 +178,7 @@ class _Session:
     server: Any
     prompts: Any
     progress: Any
+    idle_power: dict[str, Any] | None = None  # the draw before the first point (sampler)
 
     def run_point(self, load: Load, dirs: Sequence[Path], search: bool = False) -> dict[str, Any]:
         """Run a load's rounds into `dirs`; return the pooled summary of its records (as
@@ -186,12 +187,16 @@ class _Session:
         from thetalker.client import format_point_end, run_benchmark
         from thetalker.data.records import read_rounds, write_json
         from thetalker.metrics import summarize_point
+        from thetalker.pipeline.gpu_power import IDLE_POWER_S, measure_idle_power
         from thetalker.pipeline.provenance import collect_provenance, utc_now
         from thetalker.pipeline.sampler import ResourceSampler
         from thetalker.pipeline.server_metrics import PointScrape
 
         job, name = self.job, f"{self.job.system}/{self.job.model}"
         failure = None
+        if self.idle_power is None:  # once, the server loaded and nothing sent yet
+            sampler = ResourceSampler(pid=self.server.pid)
+            self.idle_power = measure_idle_power(sampler, IDLE_POWER_S)
         for k, point_dir in enumerate(dirs, start=1):
             label = load.label if len(dirs) == 1 else f"{load.label} round {k}"
             # A rerun starts from nothing: records are appended, never mixed with old ones.
@@ -207,7 +212,7 @@ class _Session:
             try:
                 with ResourceSampler(pid=self.server.pid) as sampler:
                     summary = run_benchmark(
-                        opts, self.prompts, point_dir, self.progress, _window(scraper)
+                        opts, self.prompts, point_dir, self.progress, _window(scraper, sampler)
                     )
             finally:
                 scraper.end()  # a point cut short still says what the server counted
@@ -223,6 +228,7 @@ class _Session:
             marks = {"point": load.label, "request_rate": load.request_rate, "round": k}
             marks["search_point"] = search  # added by the capacity search, off the grid
             marks["server_metrics"] = scraper.note(getattr(self.server, "command", None))
+            marks["idle_power"] = self.idle_power
             write_json(point_dir / "provenance.json", {**provenance, **marks})
             if search:
                 write_json(point_dir / "summary.json", {**summary, "search_point": True})
@@ -249,10 +255,13 @@ def metrics_path(launcher: str) -> str | None:
         return "/metrics"  # a kind this checkout does not know: ask, and record the answer
 
 
-def _window(scraper: Any) -> Callable[[str, float], None]:
-    """run_benchmark's scored window, driving a `PointScrape`."""
+def _window(scraper: Any, sampler: Any = None) -> Callable[[str, float], None]:
+    """run_benchmark's scored window, driving a `PointScrape` and the resource sampler's
+    marks (the window's CPU-seconds and energy)."""
 
     def window(phase: str, t_origin: float) -> None:
+        if sampler is not None:
+            sampler.mark(phase)
         if phase == "begin":
             scraper.begin(t_origin)
         else:

@@ -27,6 +27,7 @@ from thetalker.data import layout
 from thetalker.data.records import RecordError, read_records
 from thetalker.metrics import Interval, agent_intervals
 from thetalker.report.common import MISSING, fmt_pm, fmt_range
+from thetalker.report.markdown import md_cell
 
 __all__ = [
     "AgentPoint",
@@ -150,7 +151,7 @@ def agent_rows(points: Sequence[AgentPoint]) -> list[list[str]]:
 def agent_table(points: Sequence[AgentPoint]) -> str:
     lines = ["| " + " | ".join(HEADER) + " |"]
     lines.append("|" + "|".join([" --- "] * 4 + [" ---: "] * (len(HEADER) - 4)) + "|")
-    lines += ["| " + " | ".join(row) + " |" for row in agent_rows(points)]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in agent_rows(points)]
     note = (
         "\nFirst audio from first text: what a voice agent's user waits from the LLM's first "
         "words; from input.done: from its last word (negative: audio began before the text "

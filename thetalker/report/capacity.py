@@ -17,7 +17,7 @@ written beside.
         --table capacity.md --figure capacity.png
 
 The settings (thetalker.report.settings) carry the rows, the headline point, the price, the
-grid and the service level (`slo`: thetalker.pipeline.config_checks.service_level_spec).
+grid and the service level (`slo`: thetalker.pipeline.load_points.service_level_spec).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from thetalker.report.common import (  # noqa: E402
     FIGSIZE,
     MISSING,
     fmt_range,
+    is_nan,
     load_points_or_report,
     markdown_table,
     onset_words,
@@ -51,6 +52,19 @@ from thetalker.report.common import (  # noqa: E402
     save_figure,
     table_figure_parser,
     write_table_and_figure,
+)
+from thetalker.report.limits import (  # noqa: E402
+    BUSY_PCT,
+    CLIENT_LAG_S,
+    NOT_DETERMINED,
+    REJECTED_PCT,
+    limited_by,
+    overload_shape,
+)
+from thetalker.report.machine_cost import (  # noqa: E402
+    MACHINE_COST_WORDS,
+    machine_cost_cell,
+    machine_cost_values,
 )
 
 __all__ = ["loads_of", "capacity_of", "capacity_rows", "capacity_table", "capacity_figure", "main"]
@@ -170,7 +184,10 @@ def capacity_rows(
     level: ServiceLevel,
     headline: int,
     gpu_hour_usd: float,
+    servers: pd.DataFrame | None = None,
 ) -> list[dict[str, Any]]:
+    """One row per (model, system); `servers`: server.csv (its queue and generation times
+    for "limited by"), None where it was not built."""
     rows = []
     for model in models:
         for system in systems:
@@ -178,6 +195,8 @@ def capacity_rows(
             at = loads.get(cap.load) if cap.load is not None else None
             rate_cap, rate_loads = capacity_of(points, model, system, level, open_loop=True)
             get = (at or {}).get
+            failing = loads.get(cap.first_failing) if cap.first_failing is not None else None
+            limit = limited_by(failing, _server_row(servers, model, system, failing))
             model_column = player_model(level.player_model).column
             rows.append(
                 {
@@ -207,6 +226,10 @@ def capacity_rows(
                     "usd_per_million_chars_at_headline": point_cost_at(
                         points, model, system, headline, gpu_hour_usd, level.min_continuity_pct
                     ),
+                    **machine_cost_values(at, "at_capacity_"),
+                    "limited_by": limit[0] if failing else None,
+                    "limited_by_evidence": limit[1] if failing else None,
+                    "past_the_knee": overload_shape(loads, cap.first_failing) or None,
                     "capacity_rps": rate_cap.load,
                     "verdict_rps": rate_cap.verdict,
                     "capacity_rps_label": rate_cap.label(" req/s"),
@@ -220,6 +243,22 @@ def capacity_rows(
     return rows
 
 
+def _server_row(
+    servers: pd.DataFrame | None, model: str, system: str, point: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """server.csv's row of the point, NaN as None (None: no table or no row)."""
+    if servers is None or point is None or servers.empty:
+        return None
+    found = servers[
+        (servers["model"] == model)
+        & (servers["system"] == system)
+        & (servers["point"] == point.get("point"))
+    ]
+    if found.empty:
+        return None
+    return {k: (None if is_nan(v) else v) for k, v in found.iloc[0].to_dict().items()}
+
+
 def _money(value: float | None) -> str:
     return MISSING if value is None else f"{value:.2f}"
 
@@ -231,12 +270,14 @@ def capacity_table(
     level: ServiceLevel,
     headline: int,
     gpu_hour_usd: float,
+    servers: pd.DataFrame | None = None,
 ) -> str:
-    rows = capacity_rows(points, models, systems, level, headline, gpu_hour_usd)
+    rows = capacity_rows(points, models, systems, level, headline, gpu_hour_usd, servers)
     open_loop = any(r["verdict_rps"] != NO_POINTS for r in rows)
     header = ["model", "system", "streams held", "broke first (at the next load)", "cliff"]
     header += [f"continuity % ({level.player_model})", "audible p95 (s)", "audible %"]
     header += ["TTFA p90 (s)", "failed", "USD/M chars there", f"USD/M chars at c{headline}"]
+    header += ["machine cost there", "limited by (at the first failing load)", "past the knee"]
     header += ["req/s held", "broke first (req/s)"] if open_loop else []
     unjudged = any(r["not_judged"] for r in rows)
     header += ["not judged (measured at no load)"] if unjudged else []
@@ -258,6 +299,9 @@ def capacity_table(
             failed,
             _money(r["usd_per_million_chars_at_capacity"]),
             _money(r["usd_per_million_chars_at_headline"]),
+            machine_cost_cell({k.removeprefix("at_capacity_"): v for k, v in r.items()}),
+            f"{r['limited_by']}: {r['limited_by_evidence']}" if r["limited_by"] else MISSING,
+            r["past_the_knee"] or MISSING,
         ]
         extra = [r["capacity_rps_label"], r["broke_first_rps"] or MISSING] if open_loop else []
         extra += [r["not_judged"].replace(";", ", ") or "none"] if unjudged else []
@@ -269,7 +313,8 @@ def capacity_table(
         "load; cliff: loads above it that held again (the level is not monotone there). "
         f"Audible first audio: {onset_words(points)} (inaudible streams count as failures). "
         "TTFA p90 [95% interval, points.csv's `ttfa_s_method`] at that load; the price there "
-        f"and at the headline concurrency, at {gpu_hour_usd:g} USD per hour."
+        f"and at the headline concurrency, at {gpu_hour_usd:g} USD per hour. "
+        f"{MACHINE_COST_WORDS} {LIMIT_WORDS}"
     )
     if unjudged:
         title += (
@@ -279,6 +324,17 @@ def capacity_table(
         )
     title += "\n\n"
     return title + markdown_table(header, body, label_columns=2)
+
+
+LIMIT_WORDS = (
+    "Limited by (thetalker.report.limits, docs/capacity.md): at the first failing load, what "
+    f"saturated: admission (>= {REJECTED_PCT:g}% of the requests refused for load), the GPU or "
+    f"CPU (>= {BUSY_PCT:g}% busy), the server queue (mean queue wait >= mean generation time), "
+    f"the client (open-loop send lag p95 >= {CLIENT_LAG_S:g} s), named when it alone "
+    f"saturated and the busy share was measured; else {NOT_DETERMINED}, the figures beside. "
+    "Past the knee: requests refused for load at each load from the first failing one up, "
+    "and how fast (p50)."
+)
 
 
 def _number(value: float | None, digits: int) -> str:
@@ -336,6 +392,11 @@ def capacity_figure(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = table_figure_parser("python -m thetalker.report.capacity", __doc__, "capacity")
+    parser.add_argument(
+        "--server-table",
+        type=Path,
+        help="server.csv (thetalker.report.server): queue and generation times for 'limited by'",
+    )
     args = parser.parse_args(argv)
     points = load_points_or_report(args.points)
     if points is None:
@@ -344,10 +405,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         level = ServiceLevel.from_spec(dict(args.slo))
     except (TypeError, ValueError) as exc:
         parser.error(f"--settings: report settings field slo: {exc}")
-    text = capacity_table(
-        points, args.models, args.systems, level, args.headline, args.gpu_hour_usd
-    )
-    rows = capacity_rows(points, args.models, args.systems, level, args.headline, args.gpu_hour_usd)
+    servers = None
+    if args.server_table is not None:
+        try:
+            servers = pd.read_csv(args.server_table)
+        except (OSError, ValueError) as exc:
+            print(f"error: --server-table {args.server_table}: {exc}", file=sys.stderr)
+            return 1
+    cost = (args.headline, args.gpu_hour_usd, servers)
+    text = capacity_table(points, args.models, args.systems, level, *cost)
+    rows = capacity_rows(points, args.models, args.systems, level, *cost)
     return write_table_and_figure(
         args,
         text,

@@ -17,6 +17,8 @@ import pandas as pd
 
 from thetalker.data import layout
 from thetalker.metrics import point_cost
+from thetalker.pipeline.machine_load import busy_mark
+from thetalker.report.markdown import md_cell
 from thetalker.report.output import exit_status, write_output  # whole or not at all, named
 from thetalker.report.settings import add_settings_argument
 
@@ -154,7 +156,9 @@ def failed_mark(summary: Mapping[str, Any] | None) -> str:
     """` (k/n failed)` for a point with failed requests, ` (k inaudible)` for one with
     streams that had no audible onset (thetalker.metrics.onset), and ` (stock
     contaminated)` for a point whose provenance says a stock server ran with the optimized
-    library installed (points.csv's `stock_contaminated`); else empty."""
+    library installed (points.csv's `stock_contaminated`), and ` (busy machine: N% CPU by
+    others)` for one measured while other processes took at least `BUSY_OTHER_CPU_PCT` of
+    the machine's CPU (points.csv's `other_cpu_pct`); else empty."""
     if not summary:
         return ""
     failed = int(summary.get("n_failed") or 0)
@@ -164,7 +168,7 @@ def failed_mark(summary: Mapping[str, Any] | None) -> str:
     contaminated = summary.get("stock_contaminated")
     if contaminated is True or str(contaminated).lower() == "true":
         mark += f" {STOCK_CONTAMINATED}"
-    return mark
+    return mark + busy_mark(summary.get("other_cpu_pct"))
 
 
 def onset_words(points: pd.DataFrame, detail: bool = False) -> str:
@@ -220,19 +224,13 @@ def markdown_table(
     header: Sequence[str], rows: Sequence[Sequence[str]], label_columns: int = 1
 ) -> str:
     """A GitHub Markdown table: label columns left-aligned, numbers right-aligned. Every
-    cell is one line with its `|` escaped, whatever it holds (a server's label, a name):
-    a cell can never break its row."""
+    cell is `md_cell` of what it holds (a server's label, a name): one line, its `|` escaped,
+    HTML's `&<>` as entities, so a cell can never break its row or become markup."""
     lines = ["| " + " | ".join(header) + " |"]
     aligns = [" --- "] * label_columns + [" ---: "] * (len(header) - label_columns)
     lines.append("|" + "|".join(aligns) + "|")
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
-
-
-def _cell(text: str) -> str:
-    """One table cell: line breaks as spaces, `|` escaped (not already escaped)."""
-    one_line = " ".join(str(text).splitlines())
-    return re.sub(r"(?<!\\)\|", r"\\|", one_line)
 
 
 def write_table(path: Path, text: str, rows: Sequence[Row]) -> Path:

@@ -29,7 +29,7 @@ paired: a side's RTFx is the mean of its rounds' RTFx, each over its own window,
 whose requests all failed counts at 0 (a measurement, not a gap: the verdict names it);
 B / A is the ratio of those means, with Fieller's interval and Welch's degrees of freedom
 when both ran N > 1 rounds ([0, inf] where A's mean cannot be told from 0), else a bootstrap
-over each run's requests with each round's window kept (thetalker.metrics.rounds). No
+over each run's requests with each round's window kept (thetalker.metrics.intervals.rounds). No
 interval is zero-wide: rounds all alike get the bootstrap. The TTFA percentiles and
 continuity are bootstraps over each run's requests (pooled over rounds), resampled on
 their own. All from `thetalker.metrics`. Where both points saved what the listener hears
@@ -164,7 +164,7 @@ def compare_point(
     }
     # One round a side: RTFx's bootstrap shares the draws too. Otherwise each side's RTFx is
     # the mean of its rounds, each over its own window, a failed round at 0
-    # (thetalker.metrics.rounds).
+    # (thetalker.metrics.intervals.rounds).
     one_each = len(rounds_a) == 1 and len(rounds_b) == 1
     ratio_job = metrics.rtfx_change_job(pooled_b, pooled_a, ratio=True) if one_each else None
     if ratio_job is not None:

@@ -13,6 +13,8 @@ clock). Percentile blocks are flattened to `<figure>_p50`, `<figure>_n`, ...; an
 adds `<figure>_low`, `<figure>_high` (and `rtfx_method`: `bootstrap`, `normal` from 5,000
 requests, or `repeats-t`; `ttfa_s_method`, `perceived_first_audio_s_method`: `bootstrap`, or
 `order-statistic` from 5,000 requests, `thetalker.metrics.intervals.LARGE_SAMPLE_N`).
+The machine-cost columns (CPU-seconds and energy per second of audio) are
+`thetalker.report.machine_cost`'s, from each round's provenance.json.
 Continuity at each threshold T is `continuity_pct_{T}s` (with `_low`, `_high`). The
 `records` column lists the point's records files (`;`-separated, one per round), which
 the tables read again for the ratio column's interval.
@@ -20,20 +22,24 @@ the tables read again for the ratio column's interval.
 The capacity search's points (thetalker.pipeline.serve_and_sweep) sit in
 `.../{system}/{model}/search/{point}/`, listed by the job's `search.json`
 (`--search-manifests`): rows like any other, with `search_point` true. `stock_contaminated`
-is the flag of the point's provenance.json beside its records (None without one).
+is the flag of the point's provenance.json beside its records (None without one), and
+`other_cpu_pct` the largest share of the machine's CPU that other processes took during a
+round (its `resources`, thetalker.pipeline.machine_load; None without one).
 
 Each point is read keeping only what its row needs of each record (`point_fields`), and with
 `--jobs N` (the rule's threads) N points are computed at once, in processes (one point
 alone: its bootstraps in N threads); the rows are the same either way.
 
     python -m thetalker.report.points --out results/points.csv [--search-manifests M...] \
-        [--jobs N] [--allow-incomplete] [--allow-inconsistent] [--] RECORDS.jsonl...
+        [--jobs N] [--usable-audio-s N] [--allow-incomplete] [--allow-inconsistent] \
+        [--] RECORDS.jsonl...
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -51,6 +57,7 @@ from thetalker.data.manifest import ManifestError, read_search_manifest
 from thetalker.data.records import RecordError, read_json, read_rounds
 from thetalker.metrics import (
     CONTINUITY_THRESHOLDS_S,
+    DEFAULT_USABLE_AUDIO_S,
     Interval,
     MixedOnsetRulesError,
     point_fields,
@@ -58,6 +65,7 @@ from thetalker.metrics import (
     point_onset,
     summarize_point,
 )
+from thetalker.report.machine_cost import machine_cost_columns
 
 __all__ = [
     "POINT_KEYS",
@@ -110,12 +118,14 @@ def point_row(
     allow_incomplete: bool = False,
     threads: int = 1,
     allow_inconsistent: bool = False,
+    usable_audio_s: float = DEFAULT_USABLE_AUDIO_S,
 ) -> dict[str, Any]:
     """One point's row from its records file (or the files of its rounds). A file with
     request indices missing (a lost write) raises RecordError naming it and them, unless
     `allow_incomplete` (then a warning on stderr); so does a record whose figures contradict
     its timeline, or a sample rate unlike the point's first (`read_records`'
-    `require_consistent`), unless `allow_inconsistent`. `threads`: its bootstraps'."""
+    `require_consistent`), unless `allow_inconsistent`. `threads`: its bootstraps'.
+    `usable_audio_s`: the N of the time to the first N seconds of audio."""
     paths = [records_path] if isinstance(records_path, str | Path) else list(records_path)
     where = [point_location(p) for p in paths]
     first = where[0]
@@ -124,19 +134,24 @@ def point_row(
     # Only what the row needs of each record is held: a point's timelines are most of it.
     rounds = read_rounds(
         paths,
-        keep=point_fields,
+        keep=functools.partial(point_fields, usable_audio_s=usable_audio_s),
         require_complete=not allow_incomplete,
         require_consistent=not allow_inconsistent,
     )
     pooled = [r for one in rounds for r in one]
     _warn_mixed_onset(paths[0], pooled)
-    summary = flatten(summarize_point(pooled, concurrency=first.concurrency))
+    summary = flatten(summarize_point(pooled, first.concurrency, usable_audio_s))
     # Each round has its own clock: a rate is the mean over rounds, not pooled.
-    per_round = [summarize_point(r) for r in rounds] if len(rounds) > 1 else [summary]
+    per_round = (
+        [summarize_point(r, usable_audio_s=usable_audio_s) for r in rounds]
+        if len(rounds) > 1
+        else [summary]
+    )
     by_round = [s["rtfx"] for s in per_round]
     figures = point_intervals(rounds, thresholds_s, threads=threads, rtfx_by_round=by_round)
+    chars = sum((s["chars_per_s"] or 0.0) * s["window_s"] for s in per_round)
     if len(rounds) > 1:
-        for key in ("rtfx", "chars_per_s", "window_s"):
+        for key in ("rtfx", "chars_per_s", "window_s", "sessions_in_flight"):
             summary[key] = _mean([s[key] for s in per_round])
     row: dict[str, Any] = {
         "system": first.system,
@@ -146,6 +161,7 @@ def point_row(
         "rounds": len(rounds),
         "search_point": first.search,
         "stock_contaminated": _stock_contaminated(paths),
+        "other_cpu_pct": _other_cpu_pct(paths),
         **summary,
         **_interval_columns("rtfx", figures["rtfx"]),
         "rtfx_method": figures["rtfx"].method,
@@ -162,6 +178,7 @@ def point_row(
         row[f"perceived_first_audio_s_{key}"] = value
     for name in ("perceived_first_audio_s_p50", "perceived_first_audio_s_p90"):
         row.update(_interval_columns(name, figures[name]))
+    row.update(machine_cost_columns(paths, summary["audio_s"], chars))
     row["records"] = ";".join(str(p) for p in paths)
     return row
 
@@ -195,6 +212,19 @@ def _stock_contaminated(paths: Sequence[str | Path]) -> bool | None:
     return False if flags and None not in flags else None
 
 
+def _other_cpu_pct(paths: Sequence[str | Path]) -> float | None:
+    """The largest share of the machine's CPU that other processes used during any round
+    (provenance.json's `resources.other_cpu_pct`; None: no file or no figure)."""
+    found = []
+    for path in paths:
+        try:
+            resources = read_json(Path(path).with_name("provenance.json")).get("resources")
+            found.append(float(resources["other_cpu_pct"]))
+        except (OSError, RecordError, AttributeError, KeyError, TypeError, ValueError):
+            continue
+    return max(found) if found else None
+
+
 def search_records(manifests: Iterable[str | Path]) -> list[str]:
     """The records files of every search point the manifests (search.json) list."""
     return [path for m in manifests for path in read_search_manifest(m).records()]
@@ -222,6 +252,7 @@ def points_rows(
     allow_incomplete: bool = False,
     jobs: int = 1,
     allow_inconsistent: bool = False,
+    usable_audio_s: float = DEFAULT_USABLE_AUDIO_S,
 ) -> list[dict[str, Any]]:
     """One row per point, in first-seen order. `jobs` > 1: the points are computed by that
     many processes at once (each row is its point's alone, so the rows are the same); one
@@ -229,7 +260,9 @@ def points_rows(
     groups = _group_rounds(paths)
     if jobs <= 1 or len(groups) <= 1:
         return [
-            point_row(group, thresholds_s, allow_incomplete, jobs, allow_inconsistent)
+            point_row(
+                group, thresholds_s, allow_incomplete, jobs, allow_inconsistent, usable_audio_s
+            )
             for group in groups
         ]
     from concurrent.futures import ProcessPoolExecutor
@@ -238,7 +271,15 @@ def points_rows(
 
     with ProcessPoolExecutor(max_workers=min(jobs, len(groups))) as pool:
         futures = [
-            pool.submit(point_row, group, thresholds_s, allow_incomplete, 1, allow_inconsistent)
+            pool.submit(
+                point_row,
+                group,
+                thresholds_s,
+                allow_incomplete,
+                1,
+                allow_inconsistent,
+                usable_audio_s,
+            )
             for group in groups
         ]
         return [f.result() for f in futures]
@@ -275,6 +316,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="thresholds (s) of the continuity columns (report.continuity_thresholds_s)",
     )
     parser.add_argument(
+        "--usable-audio-s",
+        type=float,
+        default=DEFAULT_USABLE_AUDIO_S,
+        help="N of the time to the first N seconds of audio (report.usable_audio_s)",
+    )
+    parser.add_argument(
         "--allow-incomplete",
         action="store_true",
         help="take a records file with request indices missing (warned) instead of refusing it",
@@ -295,6 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad = [t for t in args.continuity_thresholds_s if not (math.isfinite(t) and t > 0)]
     if bad:  # nan passes every comparison: continuity 0% for perfect streams
         parser.error(f"--continuity-thresholds-s: each must be a finite number > 0 (got {bad[0]})")
+    if not (math.isfinite(args.usable_audio_s) and args.usable_audio_s > 0):
+        parser.error(f"--usable-audio-s: must be a finite number > 0 (got {args.usable_audio_s})")
     try:
         paths = [*args.records, *search_records(args.search_manifests)]
         rows = points_rows(
@@ -303,6 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.allow_incomplete,
             max(1, args.jobs),
             args.allow_inconsistent,
+            args.usable_audio_s,
         )
     except (RecordError, ManifestError, PointPathError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

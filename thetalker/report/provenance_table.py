@@ -2,9 +2,11 @@
 
 One row per point, read from its ``provenance.json`` (written by ``thetalker.pipeline.provenance``):
 system, model, concurrency, workflow commit, deploy file sha256, server version, GPU (or
-CPU), and the UTC date and time the point started. Rows follow the order of the paths given
-(the workflow passes them in config order). System, model and concurrency come from the file,
-or from its path ``.../{system}/{model}/c{N}/provenance.json`` when the file lacks them.
+CPU), the UTC date and time the point started, and the share of the machine's CPU that
+other processes took meanwhile (`(busy)` at or above `BUSY_OTHER_CPU_PCT`). Rows follow
+the order of the paths given (the workflow passes them in config order). System, model and
+concurrency come from the file, or from its path ``.../{system}/{model}/c{N}/provenance.json``
+when the file lacks them.
 
     python -m thetalker.report.provenance_table --out results/tables/provenance.md \
         results/runs/*/*/c*/provenance.json
@@ -20,12 +22,14 @@ from typing import Any
 
 from thetalker.data import layout
 from thetalker.data.records import RecordError, read_json
+from thetalker.pipeline.machine_load import BUSY_OTHER_CPU_PCT, busy_mark
 from thetalker.pipeline.provenance import PROVENANCE_SCHEMA
+from thetalker.report.markdown import md_cell
 
 __all__ = ["HEADER", "MISSING", "ProvenanceError", "provenance_row", "provenance_table", "main"]
 
 HEADER = ("system", "model", "concurrency", "commit", "deploy sha256", "server version")
-HEADER += ("GPU", "date (UTC)")
+HEADER += ("GPU", "date (UTC)", "others' CPU")
 MISSING = "n/a"
 _SHORT_SHA = 12
 
@@ -35,10 +39,10 @@ class ProvenanceError(ValueError):
 
 
 def _cell(value: Any) -> str:
-    """Markdown-safe text of one value: a pipe would split the cell."""
+    """One cell of a value the server or the config gave: `md_cell`'s text, or n/a."""
     if value is None or value == "":
         return MISSING
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return md_cell(value)
 
 
 def _from_path(path: Path) -> dict[str, Any]:
@@ -60,6 +64,14 @@ def _hardware(hardware: Mapping[str, Any] | None) -> str | None:
         return ", ".join(n if k == 1 else f"{k}x {n}" for n, k in counted.items())
     cpu = hardware.get("cpu_model")
     return f"none (CPU: {cpu})" if cpu else None
+
+
+def _others_cpu(pct: Any) -> str | None:
+    """The share of the machine's CPU other processes took during the point, `(busy)` at or
+    above thetalker.pipeline.machine_load.BUSY_OTHER_CPU_PCT."""
+    if not isinstance(pct, int | float) or isinstance(pct, bool):
+        return None
+    return f"{pct:.1f}%" + (" (busy)" if busy_mark(pct) else "")
 
 
 def _date(started_at: str | None) -> str | None:
@@ -88,6 +100,7 @@ def provenance_row(data: Mapping[str, Any], path: Path | None = None) -> list[st
         server.get("server_version"),
         _hardware(data.get("hardware")),
         _date(data.get("started_at")),
+        _others_cpu((data.get("resources") or {}).get("other_cpu_pct")),
     ]
     return [_cell(v) for v in values]
 
@@ -117,7 +130,9 @@ def provenance_table(paths: Sequence[str | Path]) -> str:
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     intro = (
         "Where each load point's numbers came from: the workflow commit, the deploy file, "
-        "the server and the hardware it ran on (full record: each point's provenance.json).\n\n"
+        "the server and the hardware it ran on, and how much of the machine's CPU other "
+        "processes than the server and the client took during the point (busy: at least "
+        f"{BUSY_OTHER_CPU_PCT:g}%; full record: each point's provenance.json).\n\n"
     )
     return intro + "\n".join(lines) + "\n"
 

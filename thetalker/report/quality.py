@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from thetalker.report.markdown import md_cell
+
 __all__ = ["MISSING", "QualityReportError", "load_wer", "wer_table", "wer_figure", "main"]
 
 MISSING = "n/a"
@@ -91,7 +93,7 @@ def wer_table(
     """Markdown: WER in percent, `x.xx ± y.yy` (half the 95% bootstrap interval) or
     `x.xx [low, high]` (no spread to bootstrap: the Wilson interval of edits over words)."""
     cells, models, systems = _grid(wer_jsons, models, systems)
-    header = "| model | " + " | ".join(systems) + " |"
+    header = "| model | " + " | ".join(md_cell(s) for s in systems) + " |"
     rule = "|---|" + "---:|" * len(systems)
     rows = []
     for model in models:
@@ -99,7 +101,7 @@ def wer_table(
         for system in systems:
             data = cells.get((model, system))
             values.append(str(data["wer_pm"]) if data and data.get("wer") is not None else MISSING)
-        rows.append(f"| {model} | " + " | ".join(values) + " |")
+        rows.append(f"| {md_cell(model)} | " + " | ".join(values) + " |")
     notes = [f"- {line}" for line in _provenance(cells)]
     return "\n".join(
         [

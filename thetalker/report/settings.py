@@ -7,7 +7,7 @@ service level, the grid). The workflow builds it from the filled config (rules/r
      "gpu_hour_usd": 2.99, "min_continuity_pct": 95, "ttfa_slo_s": null, "grid": [1, 2],
      "slo": {"player_model": "max_deficit_0.1s", "min_continuity_pct": 95, ...}}
 
-`slo` is the capacity's service level (thetalker.pipeline.config_checks.service_level_spec:
+`slo` is the capacity's service level (thetalker.pipeline.load_points.service_level_spec:
 capacity.slo with report.min_continuity_pct and report.ttfa_slo_s filled in), the JSON
 thetalker.pipeline.capacity.ServiceLevel.from_spec reads.
 """
@@ -43,7 +43,7 @@ class ReportSettings:
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ReportSettings:
         """From the config as rules/common.smk leaves it (the schema's defaults filled)."""
-        from thetalker.pipeline.config_checks import service_level_spec
+        from thetalker.pipeline.load_points import service_level_spec
 
         report = config["report"]
         return cls(

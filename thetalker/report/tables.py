@@ -51,8 +51,16 @@ from thetalker.report.common import (
     thresholds_of,
     write_table,
 )
+from thetalker.report.machine_cost import machine_cost_row, machine_cost_table
 from thetalker.report.output import exit_status, write_output
 from thetalker.report.points import threshold_column
+from thetalker.report.start_cells import (
+    START_KEYS,
+    start_cells,
+    start_header,
+    start_words,
+    usable_words,
+)
 
 __all__ = [
     "ratio_at",
@@ -336,14 +344,16 @@ def ttfa_rows(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str
             out.update(cell_numbers(s, column))
         out.update(n_ok=s.get("n_ok"), n_failed=s.get("n_failed"), n_scored=s.get("n_scored"))
         out.update(audible_pct=s.get("audible_pct"), n_inaudible=s.get("n_inaudible"))
+        out.update({key: s.get(key) for key in START_KEYS})
         return out
 
     return _long_rows(points, models, systems, row)
 
 
 def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[str]) -> str:
+    usable = usable_words(points)
     header = ["model", "system", "point", *(name for _, name in _TTFA_COLUMNS)]
-    header += ["audible %", "failed"]
+    header += ["audible %", "failed", *start_header(usable)]
     rows = []
     for r in ttfa_rows(points, models, systems):
         summary = point_at(points, r["model"], r["system"], r["point"])
@@ -358,6 +368,7 @@ def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[st
                 *cells,
                 _plain(audible, 1) + (f" ({inaudible} inaudible)" if inaudible else ""),
                 f"{int(r['n_failed'] or 0)}/{int(r['n_scored'] or 0)}",
+                *start_cells(summary),
             ]
         )
     title = (
@@ -369,7 +380,7 @@ def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[st
         "stream gapless, `ttfa_s + max_underrun_s`). [low, high]: the 95% interval over "
         "requests where points.csv has one, a percentile bootstrap, or from 5,000 requests "
         "the order-statistic interval (`ttfa_s_method` says which; percentiles are skewed, "
-        "so not ±).\n\n"
+        f"so not ±). {start_words(usable)}\n\n"
     )
     return title + markdown_table(header, rows, label_columns=3)
 
@@ -391,6 +402,7 @@ def cost_rows(
                 )
                 for system in systems
             },
+            **machine_cost_row(points, model, systems, headline),
         }
         for model in models
     ]
@@ -418,7 +430,8 @@ def cost_table(
         f"hour, counting characters delivered continuously; {MISSING} where continuity is "
         f"under {min_continuity_pct:g}% or the point is missing.\n\n"
     )
-    return title + markdown_table(header, rows)
+    machine = machine_cost_table(points, models, systems, headline)
+    return title + markdown_table(header, rows) + "\n" + machine
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,6 +1,6 @@
 """One input check, one message: `{source} field {name}: {why}`.
 
-The same ranges hold for a config (thetalker.pipeline.config_checks, which builds its
+The same ranges hold for a config (thetalker.pipeline.job_from_config, which builds its
 checks from the job's), a job spec (thetalker.pipeline.job) and a load point's options
 (thetalker.client.options, so thetalker-bench too): each range is written once here, as a
 function giving why a value is refused (or None), and every refusal reads the same way.

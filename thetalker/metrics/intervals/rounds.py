@@ -1,8 +1,14 @@
-"""RTFx over the rounds of a point, and B / A over two runs' rounds (thetalker-compare).
+"""Intervals over a point's rounds (`repeats`): Student t over N rounds, paired and Welch t
+between two systems, and RTFx over the rounds of a point and B / A over two runs' rounds.
 
-A point run N times (`repeats`) has one RTFx per round, each over its own window: the point's
-RTFx is their mean (`rounds_rtfx_interval`, as `intervals.rtfx_interval`), never the rounds'
-audio pooled over one window. Three rules hold here:
+Serves a repeated point's RTFx in points.csv (the throughput table: `repeats_interval`,
+`rtfx_interval`), the ratio column's paired interval (`paired_interval`, through
+`changes.rtfx_ratio_interval`), and thetalker-compare's RTFx A, RTFx B and B / A
+(`rounds_rtfx_interval`, `rounds_rtfx_ratio`; thetalker.report.compare).
+
+A point run N times has one RTFx per round, each over its own window: the point's RTFx is
+their mean (`rounds_rtfx_interval`, as `rtfx_interval`), never the rounds' audio pooled over
+one window. Three rules hold for compare's rounds:
 
 - A round whose scored requests delivered no audio (every request failed) is RTFx 0: a
   measurement, not a gap. Only a round with no scored request at all has no value.
@@ -25,27 +31,132 @@ from typing import Any
 
 import numpy as np
 
-from thetalker.metrics.intervals import (
+from thetalker.metrics.intervals.closed_forms import delivered_audio_s, rtfx_bootstrap
+from thetalker.metrics.intervals.core import (
     CONFIDENCE,
     METHOD_BOOTSTRAP,
+    METHOD_PAIRED,
+    METHOD_REPEATS,
     METHOD_WELCH,
     N_RESAMPLES,
     SEED,
     Interval,
     at_bound,
-    delivered_audio_s,
     none_interval,
-    percentile_ci,
-    repeats_interval,
-    rtfx_bootstrap,
 )
+from thetalker.metrics.intervals.resampling import percentile_ci
 from thetalker.metrics.point import measurement_window_s, scored_records, summarize_point
 
-__all__ = ["round_rtfx", "rounds_rtfx_interval", "rounds_rtfx_ratio"]
+__all__ = [
+    "repeats_interval",
+    "rtfx_interval",
+    "paired_interval",
+    "welch_interval",
+    "pool_rounds",
+    "round_rtfx",
+    "rounds_rtfx_interval",
+    "rounds_rtfx_ratio",
+]
 
 Rounds = Sequence[Iterable[Mapping[str, Any]]]
 # Resampled values held at once per round (bounds the memory whatever a round's size).
 _BLOCK_VALUES = 4_000_000
+
+
+def repeats_interval(values: Sequence[float | None], confidence: float = CONFIDENCE) -> Interval:
+    """Mean of N rounds of one point with a Student t interval (N - 1 degrees of freedom).
+
+    Rounds with no value are left out; one round: its value, no interval.
+    """
+    from scipy import stats
+
+    data = np.array([float(v) for v in values if v is not None])
+    if data.size == 0:
+        return none_interval(METHOD_REPEATS)
+    mean = float(data.mean())
+    if data.size < 2:
+        return none_interval(METHOD_REPEATS, 1, mean)
+    if np.ptp(data) == 0.0:  # identical rounds: t's scale is 0, the interval a point
+        return Interval(mean, mean, mean, METHOD_REPEATS, int(data.size), confidence)
+    ci = stats.ttest_1samp(data, 0.0).confidence_interval(confidence)
+    return Interval(mean, float(ci.low), float(ci.high), METHOD_REPEATS, int(data.size), confidence)
+
+
+def rtfx_interval(
+    rounds: Sequence[Iterable[Mapping[str, Any]]], seed: int = SEED, **kw: Any
+) -> Interval:
+    """RTFx of a point run `len(rounds)` times: from repeats when N > 1 (mean of the
+    rounds' RTFx, t interval), else the one run's `rtfx_bootstrap`."""
+    rounds = [list(r) for r in rounds]
+    if len(rounds) == 1:
+        return rtfx_bootstrap(rounds[0], seed=seed, **kw)
+    return repeats_interval([summarize_point(r)["rtfx"] for r in rounds])
+
+
+def paired_interval(
+    a: Sequence[float], b: Sequence[float], ratio: bool = False, confidence: float = CONFIDENCE
+) -> Interval:
+    """System A against system B over the same rounds, paired by round.
+
+    ratio False: mean of A_k - B_k with a t interval of the paired differences;
+    ratio True: geometric mean of A_k / B_k, t interval on log ratios, bounds exponentiated.
+    Rounds where either side has no value (or, for a ratio, is not positive) are dropped.
+    """
+    from scipy import stats
+
+    pairs = [
+        (float(x), float(y))
+        for x, y in zip(a, b, strict=True)
+        if x is not None and y is not None and (not ratio or (x > 0 and y > 0))
+    ]
+    if not pairs:
+        return none_interval(METHOD_PAIRED)
+    x, y = np.array(pairs).T
+    d = np.log(x / y) if ratio else x - y
+    back = np.exp if ratio else (lambda v: v)
+    mean = float(d.mean())
+    if d.size < 2:
+        return none_interval(METHOD_PAIRED, 1, float(back(mean)))
+    if np.ptp(d) == 0.0:
+        v = float(back(mean))
+        return Interval(v, v, v, METHOD_PAIRED, int(d.size), confidence)
+    ci = stats.ttest_1samp(d, 0.0).confidence_interval(confidence)
+    return Interval(
+        float(back(mean)),
+        float(back(ci.low)),
+        float(back(ci.high)),
+        METHOD_PAIRED,
+        int(d.size),
+        confidence,
+    )
+
+
+def welch_interval(
+    a: Sequence[float], b: Sequence[float], ratio: bool = False, confidence: float = CONFIDENCE
+) -> Interval:
+    """A against B over the rounds of two independent runs (not paired): Welch's t of
+    mean(A) - mean(B), or with ratio True of the mean log values (a geometric-mean ratio)."""
+    from scipy import stats
+
+    def clean(v: Sequence[float]) -> np.ndarray:
+        data = np.array([float(x) for x in v if x is not None])
+        return np.log(data[data > 0]) if ratio else data
+
+    x, y = clean(a), clean(b)
+    back = np.exp if ratio else (lambda v: v)
+    if x.size == 0 or y.size == 0:
+        return none_interval(METHOD_WELCH)
+    value = float(back(x.mean() - y.mean()))
+    if x.size < 2 or y.size < 2 or (np.ptp(x) == 0.0 and np.ptp(y) == 0.0):
+        return none_interval(METHOD_WELCH, min(x.size, y.size), value)
+    ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval(confidence)
+    n = int(min(x.size, y.size))
+    return Interval(value, float(back(ci.low)), float(back(ci.high)), METHOD_WELCH, n, confidence)
+
+
+def pool_rounds(rounds: Sequence[Sequence[Mapping[str, Any]]]) -> list[Mapping[str, Any]]:
+    """The records of every round in one list: a point's requests pooled over its rounds."""
+    return [r for one in rounds for r in one]
 
 
 def round_rtfx(records: Iterable[Mapping[str, Any]]) -> float | None:
