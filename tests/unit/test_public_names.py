@@ -25,16 +25,8 @@ TESTS_MAY_REACH = {
     "full disk fails: the test makes it fail, as no test can fill a real disk",
     ("tests/unit/test_record_consistency.py", "records_mod._fast_record"): "the one-pass "
     "check against the field check, line by line (data/records.py is being split: revisit)",
-    ("tests/reliability/test_reliability_server_answers.py", "launch._health_ok"): "a "
-    "trickling server must not hold the readiness GET (lifecycle/launch.py is being split: "
-    "revisit)",
-    ("tests/unit/test_analysis_arrays.py", "intervals._BLOCK_VALUES"): "a small resampling "
-    "block, so a few rows cross block boundaries (metrics/intervals.py is being split: "
-    "revisit)",
-    ("tests/unit/test_metrics_rounds.py", "rounds._fieller_welch"): "Fieller's interval "
-    "against the delta method, hand-worked (metrics/rounds.py is being split: revisit)",
-    ("tests/component/test_serving_env.py", "points._stock_contaminated"): "points.csv's "
-    "unknown stock verdict (report/points.py has changes in flight: make it public then)",
+    ("tests/unit/test_analysis_arrays.py", "resampling._BLOCK_VALUES"): "a small "
+    "resampling block, so a few rows cross block boundaries against scipy's bootstrap",
 }
 
 
