@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from thetalker.pipeline.gpu_power import measure_idle_power, parse_power_csv
+from thetalker.pipeline.gpu_power import parse_power_csv
+from thetalker.pipeline.idle_power import measure_idle_power
 from thetalker.pipeline.sampler import ResourceSampler
 from thetalker.report.machine_cost import machine_cost_columns
 

@@ -6,7 +6,8 @@
 Run from the workflow's folder (the config's paths are relative to it). The config is
 checked and filled by the workflow's own schema, then every bench job it would run (speed,
 and quality when enabled) is listed with its points and requests, its estimate, and the
-totals: GPU-hours and wall time on the GPUs that run at once.
+totals: GPU-hours and wall time on the GPUs that run at once; then the settings search's
+(docs/settings.md), its screen and its full search apart.
 """
 
 from __future__ import annotations
@@ -85,6 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     plan = make_plan(jobs, config["plan"], args.gpus, kinds)
     print(format_plan(plan, args.results), end="")
+    from thetalker.pipeline.settings_plan import estimate_settings, format_settings_plan
+
+    # The settings search (docs/settings.md), screen and full search apart.
+    print(format_settings_plan(estimate_settings(config, wfc.bench_job)), end="")
     return 0
 
 

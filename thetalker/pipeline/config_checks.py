@@ -289,3 +289,6 @@ def check_inputs(config: Mapping[str, Any]) -> None:
                 f"config field models.{model}.voice.clone: system {cannot[0][0]!r} speaks the "
                 f"{cannot[0][1]} API, whose server cannot clone voices (give voice.speaker)"
             )
+    from thetalker.pipeline.settings_checks import check_settings
+
+    check_settings(config, bench_job)  # the settings search (docs/settings.md): one line each

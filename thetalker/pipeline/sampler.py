@@ -16,7 +16,7 @@ job's GPUs). No energy figure is made up: a ``[N/A]`` draw, an MIG slice (its dr
 whole GPU's) or another process on the job's GPUs stops the power samples and says why in
 ``power_note``. ``mark("begin")`` / ``mark("end")`` (the client's scored window) take a sample
 at once and keep ``scored``: the window's seconds, CPU-seconds (proc) and joules (trapezoid,
-thetalker.metrics.usage), so warmup and probe fall outside. ``gpu_power.measure_idle_power``
+thetalker.metrics.usage), so warmup and probe fall outside. ``idle_power.measure_idle_power``
 takes the draw with the server loaded and nothing sent (before a job's first point).
 
 Use it as a context manager around one load point, then read ``result()``::

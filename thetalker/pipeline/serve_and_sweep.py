@@ -31,7 +31,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import functools
+import json
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -187,7 +189,7 @@ class _Session:
         from thetalker.client import format_point_end, run_benchmark
         from thetalker.data.records import read_rounds, write_json
         from thetalker.metrics import summarize_point
-        from thetalker.pipeline.gpu_power import IDLE_POWER_S, measure_idle_power
+        from thetalker.pipeline.idle_power import IDLE_POWER_S, measure_idle_power
         from thetalker.pipeline.provenance import collect_provenance, utc_now
         from thetalker.pipeline.sampler import ResourceSampler
         from thetalker.pipeline.server_metrics import PointScrape
@@ -395,6 +397,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         type=Path,
         help="search.json to write (always): the capacity search's points, under search/ beside it",
     )
+    parser.add_argument(
+        "--slo",
+        help="the capacity search's service level (capacity.slo JSON), given at run time "
+        "rather than in the job spec: the settings search's jobs (thetalker.pipeline."
+        "settings_grid.search_job), so a change of it reruns none of them",
+    )
     return parser
 
 
@@ -404,8 +412,10 @@ def main(
     args = _parser(prog).parse_args(argv)
     try:
         job = BenchJob.from_json(args.job)
+        if args.slo is not None and job.capacity is not None:
+            job = dataclasses.replace(job, capacity={**job.capacity, "slo": json.loads(args.slo)})
         check_job_inputs(job)  # bad input is exit 2, before any server starts
-    except BenchJobError as exc:
+    except (BenchJobError, ValueError) as exc:  # a --slo that is no JSON too
         print(f"error: --job: {exc}", file=sys.stderr)
         return 2
     try:
