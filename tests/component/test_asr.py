@@ -199,7 +199,7 @@ def test_empty_wav_and_missing_path_give_empty_hypothesis(tmp_path: Path) -> Non
         """A transcriber that must not be asked: nothing here has audio."""
 
         def transcribe(self, paths):
-            return asr._run_all(paths, self._boom, 1, "x", False)
+            return asr.transcribe_all(paths, self._boom, 1, "x", False)
 
         def describe(self):
             return {}

@@ -73,10 +73,10 @@ async def test_servers_without_metrics_are_no_server_metrics(aiohttp_client: Any
 
 
 def test_a_server_kind_without_metrics_is_not_asked() -> None:
-    from thetalker.pipeline.serve_and_sweep import _metrics_path
+    from thetalker.pipeline.serve_and_sweep import metrics_path
 
-    assert _metrics_path("nari") is None and _metrics_path("external") is None
-    assert _metrics_path("vllm-omni") == _metrics_path("local") == "/metrics"
+    assert metrics_path("nari") is None and metrics_path("external") is None
+    assert metrics_path("vllm-omni") == metrics_path("local") == "/metrics"
     scraper = PointScrape("http://127.0.0.1:9", path=None)  # nothing listens there either
     scraper.begin(time.perf_counter())
     scraper.end()

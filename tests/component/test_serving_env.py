@@ -288,13 +288,13 @@ def test_the_parse_time_check_warns_of_a_version_the_server_kind_does_not_speak(
 
 def test_points_csv_keeps_an_unknown_stock_verdict_unknown(tmp_path):
     """points.csv's `stock_contaminated` read `false` for a round whose verdict was null."""
-    from thetalker.report.points import _stock_contaminated
+    from thetalker.report.points import stock_contaminated
 
     rounds = {}
     for name, flag in (("unknown", None), ("clean", False), ("dirty", True)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "provenance.json").write_text(json.dumps({"stock_contaminated": flag}))
         rounds[name] = str(tmp_path / name / "records.jsonl")
-    assert _stock_contaminated([rounds["unknown"], rounds["clean"]]) is None
-    assert _stock_contaminated([rounds["clean"]]) is False
-    assert _stock_contaminated([rounds["unknown"], rounds["dirty"]]) is True
+    assert stock_contaminated([rounds["unknown"], rounds["clean"]]) is None
+    assert stock_contaminated([rounds["clean"]]) is False
+    assert stock_contaminated([rounds["unknown"], rounds["dirty"]]) is True

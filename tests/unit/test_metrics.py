@@ -207,10 +207,10 @@ def test_one_active_frame_is_not_an_onset():
 
 
 def test_a_run_that_spans_two_blocks_of_the_search_is_one_onset():
-    # The search judges frames 0-31 first, then 32-95, ... (onset._FIRST_BLOCK_FRAMES = 32).
+    # The search judges frames 0-31 first, then 32-95, ... (onset.FIRST_BLOCK_FRAMES = 32).
     # The -44 dBFS square from 0.31 s: frame 31 (0.31 s) is the last of the first block and
     # frame 32 the first of the next; two in a row across the boundary, onset 0.31 s.
-    assert onset_mod._FIRST_BLOCK_FRAMES == 32
+    assert onset_mod.FIRST_BLOCK_FRAMES == 32
     pcm = np.concatenate([np.zeros(int(0.31 * RATE), np.int16), _square(0.5, A_44_DBFS)])
     assert audible_onset_s(pcm, RATE) == pytest.approx(0.31)
     # And one far into the stream: frame 1250, in the sixth block (frames 992-2015).

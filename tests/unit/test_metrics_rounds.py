@@ -24,7 +24,7 @@ def test_fieller_agrees_with_the_delta_method_when_a_is_far_from_zero():
     xb = np.array([20.0, 20.2, 19.8, 20.1])
     xa = np.array([10.0, 10.1, 9.9, 10.05])
     r = xb.mean() / xa.mean()
-    ci = rounds._fieller_welch(xb, xa, r, 0.95)
+    ci = rounds.fieller_welch(xb, xa, r, 0.95)
     vb, va = xb.var(ddof=1) / 4, xa.var(ddof=1) / 4
     df = (vb + r**2 * va) ** 2 / (vb**2 / 3 + r**4 * va**2 / 3)
     half = stats.t.ppf(0.975, df) * math.sqrt(vb + r**2 * va) / xa.mean()
@@ -35,7 +35,7 @@ def test_fieller_agrees_with_the_delta_method_when_a_is_far_from_zero():
 
 def test_fieller_is_open_above_when_a_is_not_told_from_zero_and_none_without_spread():
     xa, xb = np.array([0.0, 20.0, 20.0]), np.array([20.0, 20.1, 19.9])
-    ci = rounds._fieller_welch(xb, xa, float(xb.mean() / xa.mean()), 0.95)
+    ci = rounds.fieller_welch(xb, xa, float(xb.mean() / xa.mean()), 0.95)
     assert (ci.low, ci.high) == (0.0, math.inf)
     same = np.array([5.0, 5.0])
-    assert rounds._fieller_welch(same, same, 1.0, 0.95) is None
+    assert rounds.fieller_welch(same, same, 1.0, 0.95) is None

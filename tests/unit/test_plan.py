@@ -12,7 +12,7 @@ import pytest
 from tests.support.paths import REPO
 from thetalker.cli import plan as plan_cli
 from thetalker.pipeline.job import BenchJob
-from thetalker.pipeline.plan import JobEstimate, Plan, _rtfx_at, estimate_job, make_plan
+from thetalker.pipeline.plan import JobEstimate, Plan, estimate_job, make_plan, rtfx_at
 
 RATES = {
     "default": {
@@ -57,9 +57,9 @@ def job(**over) -> BenchJob:
 
 def test_the_rtfx_curve_is_linear_between_proportional_below_flat_above():
     curve = {"8": 40.0, "32": 100.0}
-    assert _rtfx_at(curve, 4) == pytest.approx(20.0)  # 40 * 4 / 8
-    assert _rtfx_at(curve, 20) == pytest.approx(70.0)  # halfway from 40 to 100
-    assert _rtfx_at(curve, 64) == pytest.approx(100.0)
+    assert rtfx_at(curve, 4) == pytest.approx(20.0)  # 40 * 4 / 8
+    assert rtfx_at(curve, 20) == pytest.approx(70.0)  # halfway from 40 to 100
+    assert rtfx_at(curve, 64) == pytest.approx(100.0)
 
 
 def test_one_jobs_seconds_by_hand():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from thetalker.quality import wer
+from thetalker.quality.point_files import write_finite_json
 
 
 def row(sid: str, s: int, d: int, i: int, n: int, ok: bool = True, ref: str = "") -> dict:
@@ -253,8 +254,9 @@ def test_cli_score_empty_transcripts_is_an_error_naming_the_file(tmp_path, capsy
 
 def test_nan_is_written_as_null_not_nan(tmp_path) -> None:
     out = tmp_path / "wer.json"
-    wer._write_json(out, {"wer": float("nan")})
-    assert "NaN" not in out.read_text() and json.loads(out.read_text())["wer"] is None
+    write_finite_json(out, {"wer": float("nan"), "by": [{"x": float("inf")}, 1.5]})
+    assert "NaN" not in out.read_text() and "Infinity" not in out.read_text()
+    assert json.loads(out.read_text()) == {"wer": None, "by": [{"x": None}, 1.5]}
 
 
 def test_cli_compare_and_bad_line_message(tmp_path, capsys) -> None:

@@ -56,6 +56,14 @@ PROG = "thetalker-bench"
 # Every flag's default is its BenchOptions field's (one owner: thetalker.client.options).
 _DEFAULT = BenchOptions()
 _DEFAULT_URL = urlsplit(_DEFAULT.base_url)
+# The onset rule's settings (OnsetSettings' fields), each a flag `--onset-NAME`: its
+# metavar and what it sets; the default is the public report's rule.
+_ONSET_FLAGS = (
+    ("threshold_dbfs", "DB", "a frame is active at this RMS, dBFS after DC removal"),
+    ("frame_s", "S", "frame length, s"),
+    ("hop_s", "S", "a frame every S seconds, at most the frame"),
+    ("run_frames", "N", "active frames in a row that make the onset"),
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -167,22 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
     onset = p.add_argument_group(
         "audible onset (thetalker.metrics.onset; defaults: the public report's rule)"
     )
-    onset.add_argument(
-        "--onset-threshold-dbfs", type=float, default=_DEFAULT.onset.threshold_dbfs, metavar="DB",
-        help="a frame is active at this RMS, dBFS after DC removal (default %(default)g)",
-    )  # fmt: skip
-    onset.add_argument(
-        "--onset-frame-s", type=float, default=_DEFAULT.onset.frame_s, metavar="S",
-        help="frame length, s (default %(default)g)",
-    )  # fmt: skip
-    onset.add_argument(
-        "--onset-hop-s", type=float, default=_DEFAULT.onset.hop_s, metavar="S",
-        help="a frame every S seconds, at most the frame (default %(default)g)",
-    )  # fmt: skip
-    onset.add_argument(
-        "--onset-run-frames", type=int, default=_DEFAULT.onset.run_frames, metavar="N",
-        help="active frames in a row that make the onset (default %(default)d)",
-    )  # fmt: skip
+    for name, metavar, words in _ONSET_FLAGS:
+        default = getattr(_DEFAULT.onset, name)
+        onset.add_argument(
+            f"--onset-{name.replace('_', '-')}", type=type(default), default=default,
+            metavar=metavar, help=f"{words} (default %(default)g)",
+        )  # fmt: skip
     agent = p.add_argument_group("agent mode (text streamed in over a WebSocket)")
     field_flag = functools.partial(_field_flag, agent)
     field_flag(
@@ -298,12 +296,7 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         timeout_s=args.timeout,
         save_audio_dir=args.save_audio,
         threshold_s=args.threshold,
-        onset=OnsetSettings(
-            threshold_dbfs=args.onset_threshold_dbfs,
-            frame_s=args.onset_frame_s,
-            hop_s=args.onset_hop_s,
-            run_frames=args.onset_run_frames,
-        ),
+        onset=OnsetSettings(**{name: getattr(args, f"onset_{name}") for name, *_ in _ONSET_FLAGS}),
         check_sample_rate=args.sample_rate is not None and not args.trust_sample_rate,
     )
 

@@ -20,23 +20,14 @@ last piece is due, so no word goes early and the cap holds.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import json
 import math
-import time
-from collections.abc import Callable, Sequence
-from typing import Any
-
-import aiohttp
+from collections.abc import Sequence
 
 from thetalker.client.events import BadEvent, load_event
 from thetalker.client.exchange import WsExchange
-from thetalker.client.websocket import (
-    agent_session,
-    connect,
-    receive_frames,
-    send_text,
-)
+from thetalker.client.websocket import Wire, run_agent_session
 
 __all__ = ["SUBPROTOCOL", "MAX_APPENDS", "batch_pieces", "run_nari_session"]
 
@@ -85,30 +76,18 @@ def _stop_reason(ex: WsExchange, raw: str) -> None:
         ex.failure = ("ws_error", f"response.done with stop_reason {reason!r}")
 
 
-async def run_nari_session(
-    session: aiohttp.ClientSession,
-    url: str,
-    start: dict[str, Any],
-    pieces: Sequence[str],
-    offsets: Sequence[float],
-    timeout_s: float,
-    ex: WsExchange,
-    on_open: Callable[[], None] | None = None,
-) -> None:
-    """One utterance: `request.start`, the text at its pace, every frame until
-    `response.done`; never raises except CancelledError. `on_open` is called when the
-    handshake is done (the sender counts the session in flight from there)."""
-    ex.t_send = time.perf_counter()
-    start_text = json.dumps(start)
-    pieces, offsets = batch_pieces(pieces, offsets)
-    async with (
-        agent_session(ex, timeout_s, "response.done", timeout_wins=False) as running,
-        connect(session, url, (SUBPROTOCOL,)) as ws,
-    ):
-        ex.t_open = time.perf_counter()
-        ex.status = 101
-        if on_open is not None:
-            on_open()
-        await ws.send_str(start_text)
-        running.sender = asyncio.create_task(send_text(ws, pieces, offsets, ex, _append, _end))
-        await receive_frames(ws, ex, "response.done", _stop_reason)
+# One utterance: `request.start`, the text at its pace (regrouped under the append cap),
+# every frame until `response.done`; a timeout keeps a failure recorded before it.
+run_nari_session = functools.partial(
+    run_agent_session,
+    Wire(
+        done="response.done",
+        subprotocols=(SUBPROTOCOL,),
+        timeout_wins=False,
+        piece_message=_append,
+        done_message=_end,
+        on_done=_stop_reason,
+        regroup=batch_pieces,
+        close_message=None,  # the server closes after `response.done`
+    ),
+)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -43,6 +44,8 @@ __all__ = [
     "stream_url",
     "session_config",
     "TextPlan",
+    "Wire",
+    "run_agent_session",
     "run_session",
     "agent_session",
     "connect",
@@ -290,31 +293,57 @@ async def agent_session(
                 await sender
 
 
-async def run_session(
+@dataclass(frozen=True)
+class Wire:
+    """Where the agent sockets differ; the session's steps are the same on every one
+    (`run_agent_session`). The defaults are vllm-omni's `/v1/audio/speech/stream`."""
+
+    done: str = "session.done"  # the protocol's last event
+    subprotocols: tuple[str, ...] = ()
+    # A timeout replaces a failure recorded before it (vllm-omni); False: the first stays.
+    timeout_wins: bool = True
+    piece_message: Callable[[int, str], str] = _vllm_piece
+    done_message: Callable[[int], str] = _vllm_done
+    on_done: Callable[[WsExchange, str], None] | None = None  # reads the `done` event
+    # The pieces regrouped before they go (Nari's cap on appends); None: as they are.
+    regroup: Callable[[Sequence[str], Sequence[float]], tuple[list[str], list[float]]] | None = None
+    close_message: str | None = _SESSION_CLOSE  # sent after `done`; None: the server closes
+
+
+async def run_agent_session(
+    wire: Wire,
     session: aiohttp.ClientSession,
     url: str,
-    config: dict[str, Any],
+    start: dict[str, Any],
     pieces: Sequence[str],
     offsets: Sequence[float],
     timeout_s: float,
     ex: WsExchange,
     on_open: Callable[[], None] | None = None,
 ) -> None:
-    """One session: config, the text at its pace, every frame until `session.done`;
-    never raises except CancelledError. `on_open` is called when the handshake is done."""
+    """One session on `wire`: the `start` message, the text at its pace, every frame until
+    `done`; never raises except CancelledError. `on_open` is called when the handshake is
+    done (the sender counts the session in flight from there)."""
     ex.t_send = time.perf_counter()
-    config_text = json.dumps(config)
+    start_text = json.dumps(start)
+    if wire.regroup is not None:
+        pieces, offsets = wire.regroup(pieces, offsets)
     async with (
-        agent_session(ex, timeout_s, "session.done", timeout_wins=True) as running,
-        connect(session, url) as ws,
+        agent_session(ex, timeout_s, wire.done, wire.timeout_wins) as running,
+        connect(session, url, wire.subprotocols) as ws,
     ):
         ex.t_open = time.perf_counter()
         ex.status = 101
         if on_open is not None:
             on_open()
-        await ws.send_str(config_text)
-        running.sender = asyncio.create_task(send_text(ws, pieces, offsets, ex))
-        await receive_frames(ws, ex)
-        if ex.session_done:
+        await ws.send_str(start_text)
+        sender = send_text(ws, pieces, offsets, ex, wire.piece_message, wire.done_message)
+        running.sender = asyncio.create_task(sender)
+        await receive_frames(ws, ex, wire.done, wire.on_done)
+        if ex.session_done and wire.close_message is not None:
             with contextlib.suppress(ConnectionError, aiohttp.ClientError):
-                await ws.send_str(_SESSION_CLOSE)
+                await ws.send_str(wire.close_message)
+
+
+# vllm-omni's session: `session.config`, then `input.text`/`input.done`, `session.close`.
+run_session = functools.partial(run_agent_session, Wire())

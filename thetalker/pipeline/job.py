@@ -35,6 +35,7 @@ __all__ = [
     "BenchJobError",
     "ConfigError",
     "JOB_FIELDS",
+    "SERVER_FIELDS",
     "check_job_inputs",
     "read_as_served",
 ]
@@ -311,6 +312,17 @@ def check_job_inputs(job: BenchJob) -> None:
             raise BenchJobError(f"job field ref_audio: {exc}") from None
 
 
+# The job's fields a system's keys of the same names give as they are (each absent from
+# older configs: thetalker.pipeline.job_from_config).
+SERVER_FIELDS: tuple[str, ...] = (
+    "profile",
+    "server",
+    "base_url",
+    "api_key_env",
+    "command",
+    "ready_path",
+    "serving_env",
+)
 # The 23 fields, in declaration order: what to_json writes and from_json requires.
 # Fields with a default may be left out (to_json leaves them out at their default).
 OPTIONAL_JOB_FIELDS: tuple[str, ...] = (
@@ -320,13 +332,7 @@ OPTIONAL_JOB_FIELDS: tuple[str, ...] = (
     "request_rates",
     "rate_requests",
     "capacity",
-    "profile",
-    "server",
-    "base_url",
-    "api_key_env",
-    "command",
-    "ready_path",
-    "serving_env",
+    *SERVER_FIELDS,
     "max_in_flight",
     "audible_onset",
 )

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from thetalker import backends
-from thetalker.pipeline.job import BenchJob, BenchJobError, ConfigError
+from thetalker.pipeline.job import SERVER_FIELDS, BenchJob, BenchJobError, ConfigError
 from thetalker.pipeline.load_points import capacity_search, request_counts
 from thetalker.pipeline.quality_config import quality_settings
 from thetalker.pipeline.system_config import runs
@@ -125,22 +125,10 @@ def bench_job(
         request_rates=config["request_rates"],
         rate_requests=config["rate_requests"] if config["request_rates"] else None,
         capacity=capacity_search(config),
-        **{key: sys_spec[key] for key in _SERVER_KEYS if sys_spec.get(key) is not None},
+        **{key: sys_spec[key] for key in SERVER_FIELDS if sys_spec.get(key) is not None},
         max_in_flight=config["max_in_flight"] if config["request_rates"] else None,
         audible_onset=audible_onset_spec(config),
     )
-
-
-# A system's server keys that go into its job as they are (each absent from older configs).
-_SERVER_KEYS = (
-    "profile",
-    "server",
-    "base_url",
-    "api_key_env",
-    "command",
-    "ready_path",
-    "serving_env",
-)
 
 
 def check_audible_onset(config: Mapping[str, Any]) -> None:

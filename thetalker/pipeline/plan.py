@@ -38,6 +38,7 @@ __all__ = [
     "Plan",
     "estimate_job",
     "make_plan",
+    "rtfx_at",
     "actual_hours",
     "format_plan",
 ]
@@ -140,7 +141,7 @@ class Plan:
         return max(loads) if self.jobs else 0.0
 
 
-def _rtfx_at(curve: Mapping[Any, Any], c: float) -> float:
+def rtfx_at(curve: Mapping[Any, Any], c: float) -> float:
     """RTFx at concurrency c from a {concurrency: RTFx} curve: linear between the points it
     states, proportional to c below the first (one stream's pace times c), flat above the
     last (the server is saturated)."""
@@ -175,7 +176,7 @@ def estimate_job(
     for c in job.concurrency:
         n = job.requests[c] + job.warmup
         points.append((layout.concurrency_label(c), n * job.repeats))
-        requests_s += job.repeats * n * audio_per_request / _rtfx_at(rates["rtfx"], c)
+        requests_s += job.repeats * n * audio_per_request / rtfx_at(rates["rtfx"], c)
     for rate in job.request_rates:
         n = (job.rate_requests or 0) + job.warmup
         points.append((layout.rate_label(rate), n * job.repeats))
@@ -185,7 +186,7 @@ def estimate_job(
         top = max(job.concurrency)
         steps = int(job.capacity["max_steps"])  # the job carries every key (BenchJob)
         n = job.requests[top] + job.warmup
-        search_s = steps * n * audio_per_request / _rtfx_at(rates["rtfx"], top)
+        search_s = steps * n * audio_per_request / rtfx_at(rates["rtfx"], top)
     start_s = float(rates["first_start_s"] if first_on_gpu else rates["warm_start_s"])
     gpu = job.launcher in GPU_LAUNCHERS
     return JobEstimate(

@@ -58,6 +58,7 @@ __all__ = [
     "requests_at",
     "server_spec",
     "bench_options",
+    "metrics_path",
     "run_job",
     "main",
 ]
@@ -210,7 +211,7 @@ class _Session:
             )
             started = utc_now()
             # The server's own view (server_metrics.json): /metrics around the scored requests.
-            scraper = PointScrape(self.server.base_url, path=_metrics_path(job.launcher))
+            scraper = PointScrape(self.server.base_url, path=metrics_path(job.launcher))
             try:
                 with ResourceSampler(pid=self.server.pid) as sampler:
                     summary = run_benchmark(
@@ -246,7 +247,7 @@ class _Session:
         return {**pooled, "failure": failure} if failure else pooled
 
 
-def _metrics_path(launcher: str) -> str | None:
+def metrics_path(launcher: str) -> str | None:
     """Where a server the launcher starts exports Prometheus metrics (thetalker.backends),
     None if nowhere."""
     from thetalker import backends

@@ -44,6 +44,7 @@ __all__ = [
     "openai_model_name",
     "make_backend",
     "has_audio",
+    "transcribe_all",
     "load_audio_16k",
     "transcribe_records",
     "main",
@@ -109,14 +110,15 @@ def _progress(total: int, desc: str, enabled: bool) -> Any:
     return tqdm(total=total, desc=desc, unit="utt", file=sys.stderr, disable=not enabled)
 
 
-def _run_all(
+def transcribe_all(
     paths: Sequence[AudioPath | None],
     one: Callable[[AudioPath], str],
     workers: int,
     desc: str,
     progress: bool,
 ) -> list[str]:
-    """Transcribe in order with `workers` threads (the decoders release the GIL)."""
+    """Transcribe in order with `workers` threads (the decoders release the GIL); a path
+    with no audio is "" without asking `one`. The engine every Transcriber shares."""
     out = [""] * len(paths)
     todo = [i for i, p in enumerate(paths) if has_audio(p)]
     one = _decoding(one)
@@ -151,7 +153,7 @@ class _WhisperBackend:
         raise NotImplementedError
 
     def transcribe(self, paths: Sequence[AudioPath | None]) -> list[str]:
-        return _run_all(paths, self._one, self.workers, self.name, self.progress)
+        return transcribe_all(paths, self._one, self.workers, self.name, self.progress)
 
 
 class FasterWhisperBackend(_WhisperBackend):

@@ -26,7 +26,6 @@ reason, so the tables say "not installed", never a silent gap.
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import importlib.util
 import math
@@ -39,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from thetalker.data.record_reads import RecordError, read_records
+from thetalker.data.record_reads import RecordError
 from thetalker.data.record_writes import write_json
-from thetalker.data.wavio import WavError, read_wav
 from thetalker.metrics.onset import DEFAULT_ONSET, OnsetSettings, audible_onset_s
+from thetalker.quality.point_files import point_parser, record_audio, scored_records
 
 __all__ = [
     "SAMPLE_RATE",
@@ -191,26 +190,14 @@ def _onset_rule(rec: dict[str, Any]) -> OnsetSettings:
         return DEFAULT_ONSET
 
 
-def _unscored(rec: dict[str, Any]) -> str | None:
-    """Why a record is not given to the model before its audio is read, or None."""
-    if not rec.get("ok"):
-        return "failed"
-    if float(rec.get("audio_s") or 0.0) <= 0:
-        return "no audio"
-    return None
-
-
 def point_scores(records_path: str | os.PathLike[str], threads: int = 1) -> list[dict[str, Any]]:
     """One row per scored record of a point with saved audio (or failed), in file order:
     request_index, sample_id, ok, audio_path, audio_s, sig/bak/ovrl, `scored`,
     `unscored_reason` ("failed", "no audio", "no audible onset": each at FAILED_SCORE),
     `scored_s` (seconds given to the model, at most MAX_SCORED_S) and `below_floor`."""
     records_path = Path(records_path)
-    base = records_path.parent
     rows = []
-    for n, rec in enumerate(read_records(records_path), start=1):
-        if rec.get("warmup"):
-            continue
+    for where, rec in scored_records(records_path):
         row: dict[str, Any] = {
             "request_index": int(rec["request_index"]),
             "sample_id": str(rec["sample_id"]),
@@ -218,25 +205,19 @@ def point_scores(records_path: str | os.PathLike[str], threads: int = 1) -> list
             "audio_path": rec.get("audio_path"),
             "audio_s": float(rec.get("audio_s") or 0.0),
         }
-        scores, scored_s, reason = None, None, _unscored(rec)
-        if reason is None:
-            rel = rec.get("audio_path")
-            if not rel:
-                raise RecordError(f"{records_path}: record {n}: ok record has no audio_path")
-            path = Path(rel) if Path(rel).is_absolute() else base / rel
-            try:
-                pcm, info = read_wav(path)
-            except FileNotFoundError:
-                raise RecordError(f"{records_path}: record {n}: {rel} not found") from None
-            except WavError as exc:
-                raise RecordError(f"{records_path}: record {n}: {rel}: {exc}") from None
+        scores, scored_s, reason = None, None, None
+        audio = record_audio(rec, records_path.parent, where) if rec.get("ok") else None
+        if audio is None:
+            reason = "no audio" if rec.get("ok") else "failed"
+        else:
+            pcm, rate = audio
             ints = np.frombuffer(pcm[: len(pcm) - len(pcm) % 2], dtype="<i2")
-            if audible_onset_s(ints, info.sample_rate, _onset_rule(rec)) is None:
+            if audible_onset_s(ints, rate, _onset_rule(rec)) is None:
                 reason = "no audible onset"  # silence scores above a failure: not scored
             else:
-                head = ints[: int(MAX_SCORED_S * info.sample_rate)]
-                scores = _scorer(threads).score(head / 32768.0, info.sample_rate)
-                scored_s = head.size / info.sample_rate
+                head = ints[: int(MAX_SCORED_S * rate)]
+                scores = _scorer(threads).score(head / 32768.0, rate)
+                scored_s = head.size / rate
         row["scored"] = scores is not None
         row["unscored_reason"] = reason
         row["scored_s"] = scored_s
@@ -244,23 +225,13 @@ def point_scores(records_path: str | os.PathLike[str], threads: int = 1) -> list
         # Kept as it is, never clipped up: a tone can map below the scale's floor.
         row["below_floor"] = scores is not None and min(scores.values()) < FAILED_SCORE
         rows.append(row)
-    if not rows:
-        raise RecordError(f"{records_path}: no scored records (an empty run?)")
     return rows
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m thetalker.quality.dnsmos", description=__doc__.split("\n")[0]
-    )
-    p.add_argument("--records", required=True, help="records.jsonl of a point that saved audio")
-    p.add_argument("--out", required=True, help="dnsmos.json to write")
-    p.add_argument("--threads", type=int, default=1, help="onnxruntime threads")
-    return p
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    p = point_parser("thetalker.quality.dnsmos", __doc__, "dnsmos.json")
+    p.add_argument("--threads", type=int, default=1, help="onnxruntime threads")
+    args = p.parse_args(argv)
     try:
         _scorer(args.threads)
     except NotInstalled as exc:

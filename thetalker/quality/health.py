@@ -23,11 +23,9 @@ mean taken off, RMS in dBFS. A failed request is no healthy stream: every share 
 
 from __future__ import annotations
 
-import argparse
-import math
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,9 +34,13 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from scipy.ndimage import maximum_filter1d
 
-from thetalker.data.record_reads import RecordError, read_records
-from thetalker.data.record_writes import write_json
-from thetalker.data.wavio import WavError, read_wav
+from thetalker.data.record_reads import RecordError
+from thetalker.quality.point_files import (
+    point_parser,
+    record_audio,
+    scored_records,
+    write_finite_json,
+)
 
 __all__ = [
     "CLICK_RATIO",
@@ -282,76 +284,37 @@ def stream_health(
     )
 
 
-def _record_audio(rec: Mapping[str, Any], base: Path, where: str) -> tuple[bytes, int] | None:
-    """The saved PCM of an ok record with audio (None for an ok record without audio)."""
-    if not float(rec.get("audio_s") or 0.0) > 0:
-        return None
-    rel = rec.get("audio_path")
-    if not rel:
-        raise RecordError(f"{where}: ok record has no audio_path (was audio saved?)")
-    path = Path(rel) if Path(rel).is_absolute() else base / rel
-    try:
-        pcm, info = read_wav(path)
-    except FileNotFoundError:
-        raise RecordError(f"{where}: audio_path {rel} not found (looked at {path})") from None
-    except WavError as exc:
-        raise RecordError(f"{where}: audio_path {rel}: {exc}") from None
-    if info.channels != 1 or info.bits_per_sample != 16:
-        raise RecordError(f"{where}: audio_path {rel}: not 16-bit mono")
-    return pcm, info.sample_rate
-
-
 def point_health(records_path: str | os.PathLike[str]) -> list[StreamHealth]:
     """One StreamHealth per scored record of a point (warmup left out), in file order.
 
     Only the records whose audio was saved, and the failed ones, are judged: with
     `save_audio_count` the rest of a point has no audio to hear."""
     records_path = Path(records_path)
-    base = records_path.parent
     out = []
-    for n, rec in enumerate(read_records(records_path), start=1):
-        if rec.get("warmup"):
-            continue
+    for where, rec in scored_records(records_path):
         index, sid = int(rec["request_index"]), str(rec["sample_id"])
         if not rec.get("ok"):
             out.append(StreamHealth(index, sid, False, float(rec.get("audio_s") or 0.0)))
             continue
-        audio = _record_audio(rec, base, f"{records_path}: record {n}")
+        audio = record_audio(rec, records_path.parent, where)
         if audio is None:  # a success with no audio at all: an empty success
             out.append(StreamHealth(index, sid, True, 0.0))
             continue
         pcm, rate = audio
         out.append(stream_health(pcm, rate, rec["chunk_bytes"], index, sid, rec.get("audio_path")))
-    if not out:
-        raise RecordError(f"{records_path}: no scored records to judge (an empty run?)")
     return out
 
 
-def _finite_json(value: Any) -> Any:
-    """A float that is not finite becomes None: strict JSON readers reject NaN."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m thetalker.quality.health", description=__doc__.split("\n")[0]
-    )
-    p.add_argument("--records", required=True, help="records.jsonl of a point that saved audio")
-    p.add_argument("--out", required=True, help="health.json to write")
-    return p
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = point_parser("thetalker.quality.health", __doc__, "health.json").parse_args(argv)
     try:
         streams = point_health(args.records)
     except (RecordError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    rows = [{k: _finite_json(v) for k, v in s.to_dict().items()} for s in streams]
-    write_json(args.out, {"records": str(args.records), "settings": settings(), "streams": rows})
+    rows = [s.to_dict() for s in streams]
+    data = {"records": str(args.records), "settings": settings(), "streams": rows}
+    write_finite_json(args.out, data)
     bad = sum(1 for s in streams if s.defects())
     failed = sum(1 for s in streams if not s.ok)
     print(f"{len(streams)} streams: {bad} with a defect, {failed} failed", file=sys.stderr)

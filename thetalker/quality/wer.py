@@ -39,6 +39,7 @@ from thetalker.metrics.intervals import (
     rate_change_pct,
     rate_pct,
 )
+from thetalker.quality.point_files import write_finite_json
 from thetalker.util.checks import json_object
 
 __all__ = [
@@ -147,17 +148,10 @@ def pooled_wer(edits: Sequence[int] | np.ndarray, ref_words: Sequence[int] | np.
     return 100.0 * float(np.sum(edits)) / total_ref if total_ref > 0 else float("nan")
 
 
-def wer_interval(
-    edits: Sequence[int] | np.ndarray,
-    ref_words: Sequence[int] | np.ndarray,
-    n_resamples: int = N_RESAMPLES,
-    seed: int = SEED,
-    confidence: float = CONFIDENCE,
-) -> Interval:
-    """The pooled WER (percent) with its interval: `thetalker.metrics.rate_pct` over the
-    sentences (a bootstrap over sentences; no spread, e.g. no error at all: the Wilson
-    interval of edits over words). No sentences: no value."""
-    return rate_pct(edits, ref_words, n_resamples, seed, confidence)
+# The pooled WER (percent) with its interval: `rate_pct` over the sentences, each one's edits
+# over its reference words (a bootstrap over sentences; no spread, e.g. no error at all: the
+# Wilson interval of edits over words). No sentences: no value.
+wer_interval = rate_pct
 
 
 def _by_id(rows: Sequence[Mapping[str, Any]], label: str) -> dict[str, Mapping[str, Any]]:
@@ -329,13 +323,6 @@ def read_transcripts_meta(transcripts_path: str | os.PathLike[str]) -> dict[str,
         raise TranscriptError(f"{meta}:{exc.lineno}: not valid JSON ({exc.msg})") from None
 
 
-def _write_json(path: str | os.PathLike[str], data: Any) -> None:
-    from thetalker.data.record_writes import write_json
-
-    # NaN (no reference words) is written as null: strict JSON readers reject NaN.
-    write_json(path, json.loads(json.dumps(data), parse_constant=lambda _: None))
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m thetalker.quality.wer", description=__doc__.split("\n")[0]
@@ -393,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TranscriptError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    _write_json(args.out, out)
+    write_finite_json(args.out, out)  # NaN (no reference words) as null
     return 0
 
 

@@ -34,6 +34,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from thetalker.report.common import (  # noqa: E402
+    DPI,
+    FIGSIZE,
     MISSING,
     load_points_or_report,
     markdown_table,
@@ -46,9 +48,6 @@ from thetalker.report.common import (  # noqa: E402
 )
 
 __all__ = ["rate_labels", "by_rate_rows", "by_rate_table", "by_rate_figure", "main"]
-
-FIGSIZE = (8.0, 4.5)
-DPI = 120
 
 
 def rate_labels(points: pd.DataFrame) -> list[str]:

@@ -38,6 +38,8 @@ from thetalker.data import layout  # noqa: E402
 from thetalker.metrics import player_model, point_cost  # noqa: E402
 from thetalker.pipeline.capacity import NEVER, NO_POINTS, Capacity, ServiceLevel, find_capacity  # noqa: E402
 from thetalker.report.common import (  # noqa: E402
+    DPI,
+    FIGSIZE,
     MISSING,
     fmt_range,
     is_nan,
@@ -66,9 +68,6 @@ from thetalker.report.machine_cost import (  # noqa: E402
 )
 
 __all__ = ["loads_of", "capacity_of", "capacity_rows", "capacity_table", "capacity_figure", "main"]
-
-FIGSIZE = (8.0, 4.5)
-DPI = 120
 
 
 def point_wer_pct(summary: dict[str, Any]) -> float | None:

@@ -44,9 +44,13 @@ __all__ = [
     "add_point_arguments",
     "report_parser",
     "load_points_or_report",
+    "FIGSIZE",
+    "DPI",
 ]
 
 MISSING = "n/a"
+FIGSIZE = (8.0, 4.5)  # every one-panel report figure, inches
+DPI = 120  # every report figure's resolution
 NOT_DISTINGUISHABLE = "†"
 STOCK_CONTAMINATED = "(stock contaminated: see provenance.md)"
 _REQUIRED_COLUMNS = ("system", "model", "concurrency", "rtfx", "continuity_pct", "chars_per_s")

@@ -31,6 +31,8 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import FormatStrFormatter  # noqa: E402
 
 from thetalker.report.common import (  # noqa: E402
+    DPI,
+    FIGSIZE,
     concurrency_levels,
     load_points_or_report,
     point_cost_at,
@@ -43,7 +45,6 @@ from thetalker.report.output import ReportWriteError  # noqa: E402
 from thetalker.report.points import threshold_column  # noqa: E402
 
 __all__ = [
-    "FIGSIZE",
     "throughput_figure",
     "continuity_figure",
     "ttfa_figure",
@@ -53,9 +54,6 @@ __all__ = [
     "start_buffer_figure",
     "main",
 ]
-
-FIGSIZE = (8.0, 4.5)
-DPI = 120
 
 
 def _save(fig: plt.Figure, out: Path) -> None:

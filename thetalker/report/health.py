@@ -12,28 +12,16 @@ counts against continuity; `clean` is the share with no defect that did not fail
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from thetalker.data import layout
 from thetalker.metrics.intervals import Interval, wilson_pct
 from thetalker.quality.health import DEFECTS
-from thetalker.report.common import MISSING, fmt_range, markdown_table, write_table
+from thetalker.report import point_files
+from thetalker.report.common import MISSING, fmt_range, markdown_table
 
-__all__ = [
-    "PointFileError",
-    "PointSource",
-    "point_source",
-    "point_order",
-    "load_point_file",
-    "health_rows",
-    "health_table",
-    "main",
-]
+__all__ = ["health_rows", "health_table", "main"]
 
 DEFECT_TITLES = {
     "clicks": "clicking join",
@@ -43,44 +31,6 @@ DEFECT_TITLES = {
     "truncated": "cut ending",
     "empty": "empty success",
 }
-
-
-class PointFileError(ValueError):
-    """A per-point file that cannot be reported; the message names the file and field."""
-
-
-class PointSource(dict):
-    """Where a per-point file lies: system, model, run ("speed" or "quality"), point."""
-
-
-def point_source(path: Path) -> PointSource:
-    """results/{runs|quality}/{system}/{model}/{point}[/round{k}]/FILE -> its labels."""
-    folder = path.parent
-    point = folder.name
-    if layout.parse_round(folder.name) is not None:  # repeats: each round its own row
-        folder = folder.parent
-        point = f"{folder.name}/{point}"
-    model_dir = folder.parent
-    system_dir = model_dir.parent
-    run = "quality" if system_dir.parent.name == "quality" else "speed"
-    return PointSource(system=system_dir.name, model=model_dir.name, run=run, point=point)
-
-
-def load_point_file(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise PointFileError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-
-
-def point_order(source: Mapping[str, str]) -> tuple[str, str, bool, bool, float, str]:
-    """Table order: models, systems, the speed run then the quality run, closed-loop points
-    then open-loop ones, load ascending, rounds in order."""
-    label, _, round_ = source["point"].partition("/")
-    concurrency, rate = layout.parse_point_label(label) or (None, None)
-    load = float(concurrency if concurrency is not None else rate or 0)
-    open_loop = rate is not None  # closed-loop points (streams) first, then request rates
-    return source["model"], source["system"], source["run"] != "speed", open_loop, load, round_
 
 
 def _put(row: dict[str, Any], name: str, k: int, n: int) -> None:
@@ -94,13 +44,11 @@ def health_rows(paths: Sequence[Path]) -> list[dict[str, Any]]:
     intervals, plus the pooled clicking joins over joins."""
     rows = []
     for path in paths:
-        data = load_point_file(path)
-        streams = data.get("streams")
-        if not isinstance(streams, list):
-            raise PointFileError(f"{path}: missing field 'streams'")
+        data = point_files.load_point_file(path)
+        streams = point_files.point_streams(path, data)
         n = len(streams)
         failed = sum(1 for s in streams if not s.get("ok"))
-        row: dict[str, Any] = {**point_source(path), "streams": n, "failed": failed}
+        row: dict[str, Any] = {**point_files.point_source(path), "streams": n, "failed": failed}
 
         _put(row, "failed", failed, n)
         _put(row, "clean", sum(1 for s in streams if s.get("ok") and not s.get("defects")), n)
@@ -110,7 +58,7 @@ def health_rows(paths: Sequence[Path]) -> list[dict[str, Any]]:
         row["joins"] = sum(int(s.get("joins") or 0) for s in streams)
         row["clicking_joins"] = sum(int(s.get("clicking_joins") or 0) for s in streams)
         rows.append(row)
-    return sorted(rows, key=point_order)
+    return sorted(rows, key=point_files.point_order)
 
 
 def _cell(row: Mapping[str, Any], name: str) -> str:
@@ -142,17 +90,9 @@ def health_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m thetalker.report.health", description=__doc__)
-    p.add_argument("--health", nargs="*", default=[], type=Path, help="health.json per point")
-    p.add_argument("--table", required=True, type=Path, help="health.md (the CSV beside it)")
-    args = p.parse_args(argv)
-    try:
-        rows = health_rows(args.health)
-    except (PointFileError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    write_table(args.table, health_table(rows), rows)
-    return 0
+    return point_files.point_table_main(
+        argv, "thetalker.report.health", __doc__, "health", health_rows, health_table
+    )
 
 
 if __name__ == "__main__":

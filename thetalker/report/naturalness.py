@@ -18,8 +18,6 @@ cell.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,8 +26,8 @@ import numpy as np
 
 from thetalker.metrics.intervals import Interval, bootstrap
 from thetalker.quality.dnsmos import FAILED_SCORE, SCORES
-from thetalker.report.common import MISSING, fmt_range, markdown_table, write_table
-from thetalker.report.health import PointFileError, load_point_file, point_order, point_source
+from thetalker.report import point_files
+from thetalker.report.common import MISSING, fmt_range, markdown_table
 
 __all__ = ["NOT_INSTALLED", "naturalness_rows", "naturalness_table", "load_difference", "main"]
 
@@ -75,16 +73,14 @@ def naturalness_rows(paths: Sequence[Path]) -> list[dict[str, Any]]:
     load of the same (system, model, run); `available` False where DNSMOS was not installed."""
     loaded = []
     for path in paths:
-        data = load_point_file(path)
-        source = point_source(path)
+        data = point_files.load_point_file(path)
+        source = point_files.point_source(path)
         if data.get("available") is False:
             loaded.append((source, None, str(data.get("reason") or NOT_INSTALLED)))
             continue
-        streams = data.get("streams")
-        if not isinstance(streams, list):
-            raise PointFileError(f"{path}: missing field 'streams'")
+        streams = point_files.point_streams(path, data)
         loaded.append((source, streams, ""))
-    loaded.sort(key=lambda item: point_order(item[0]))
+    loaded.sort(key=lambda item: point_files.point_order(item[0]))
     lowest: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     rows = []
     for source, streams, reason in loaded:
@@ -183,17 +179,10 @@ def naturalness_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m thetalker.report.naturalness", description=__doc__)
-    p.add_argument("--dnsmos", nargs="*", default=[], type=Path, help="dnsmos.json per point")
-    p.add_argument("--table", required=True, type=Path, help="naturalness.md (CSV beside it)")
-    args = p.parse_args(argv)
-    try:
-        rows = naturalness_rows(args.dnsmos)
-    except (PointFileError, OSError, KeyError, TypeError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    write_table(args.table, naturalness_table(rows), rows)
-    return 0
+    module, errors = "thetalker.report.naturalness", (KeyError, TypeError, ValueError)
+    return point_files.point_table_main(
+        argv, module, __doc__, "dnsmos", naturalness_rows, naturalness_table, errors
+    )
 
 
 if __name__ == "__main__":

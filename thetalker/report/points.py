@@ -77,6 +77,7 @@ __all__ = [
     "threshold_column",
     "flatten",
     "point_row",
+    "stock_contaminated",
     "points_rows",
     "search_records",
     "write_points",
@@ -160,7 +161,7 @@ def point_row(
         "request_rate": first.request_rate,
         "rounds": len(rounds),
         "search_point": first.search,
-        "stock_contaminated": _stock_contaminated(paths),
+        "stock_contaminated": stock_contaminated(paths),
         "other_cpu_pct": _other_cpu_pct(paths),
         **summary,
         **_interval_columns("rtfx", figures["rtfx"]),
@@ -194,7 +195,7 @@ def _warn_mixed_onset(path: str | Path, records: Sequence[Mapping[str, Any]]) ->
         pass  # one rule, though no longer an applicable one: the row names it
 
 
-def _stock_contaminated(paths: Sequence[str | Path]) -> bool | None:
+def stock_contaminated(paths: Sequence[str | Path]) -> bool | None:
     """provenance.json's `stock_contaminated` beside any round's records: True when any
     round's is; None when there is no file, or a round's is unknown (null: its probe
     failed, thetalker.lifecycle.serving_env); else False."""

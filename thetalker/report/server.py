@@ -51,13 +51,12 @@ from thetalker.pipeline.server_metrics import (  # noqa: E402
     histogram_quantile,
     merge_histograms,
 )
-from thetalker.report.common import MISSING, markdown_table, write_table  # noqa: E402
+from thetalker.report.common import DPI, MISSING, markdown_table, write_table  # noqa: E402
 from thetalker.report.points import PointPathError, point_location, search_records  # noqa: E402
 
 __all__ = ["pool_server_metrics", "reconcile", "server_rows", "server_table", "server_figure"]
 
 FIGSIZE_PANEL = (5.0, 3.6)
-DPI = 120
 COLORS = {"queue": "#d9a441", "generation": "#4c72b0", "transport": "#8c8c8c"}
 
 
@@ -80,28 +79,29 @@ def pool_server_metrics(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any] |
         for stem, why in (data.get("void") or {}).items():
             void.setdefault(str(stem), str(why))
     notes = sorted({str(n) for data in have for n in data.get("notes") or []})
-    pooled: dict[str, Any] = {"counters": {}, "histograms": {}}
+    # Each family's rows by label set, over the rounds; then a counter's deltas add up and
+    # a histogram's rows merge.
+    pooled: dict[str, dict[str, dict[tuple[Any, ...], list[Any]]]] = {
+        "counters": {},
+        "histograms": {},
+    }
     for data in have:
-        for stem, rows in (data.get("counters") or {}).items():
-            if stem in void:
-                continue
-            into = pooled["counters"].setdefault(stem, {})
-            for row in rows:
-                key = tuple(sorted(row["labels"].items()))
-                into[key] = into.get(key, 0.0) + float(row["value"])
-        for stem, rows in (data.get("histograms") or {}).items():
-            if stem in void:
-                continue
-            into = pooled["histograms"].setdefault(stem, {})
-            for row in rows:
-                key = tuple(sorted(row["labels"].items()))
-                into.setdefault(key, []).append(row)
+        for kind, by_stem in pooled.items():
+            for stem, rows in (data.get(kind) or {}).items():
+                if stem in void:
+                    continue
+                into = by_stem.setdefault(stem, {})
+                for row in rows:
+                    into.setdefault(tuple(sorted(row["labels"].items())), []).append(row)
     return {
         "prefix": have[0].get("prefix"),
         "void": void,
         "notes": notes,
         "counters": {
-            stem: [{"labels": dict(k), "value": v} for k, v in rows.items()]
+            stem: [
+                {"labels": dict(k), "value": sum(float(r["value"]) for r in rs)}
+                for k, rs in rows.items()
+            ]
             for stem, rows in pooled["counters"].items()
         },
         "histograms": {

@@ -56,6 +56,7 @@ __all__ = [
     "round_rtfx",
     "rounds_rtfx_interval",
     "rounds_rtfx_ratio",
+    "fieller_welch",
 ]
 
 Rounds = Sequence[Iterable[Mapping[str, Any]]]
@@ -259,14 +260,14 @@ def rounds_rtfx_ratio(
         return none_interval(METHOD_BOOTSTRAP)
     value = float(xb.mean() / xa.mean())
     if len(rounds_a) > 1 and len(rounds_b) > 1:
-        ci = _fieller_welch(xb, xa, value, confidence)
+        ci = fieller_welch(xb, xa, value, confidence)
         if ci is not None:
             return ci
     sides = [_strata(rounds_b), _strata(rounds_a)]
     return _stratified(value, sides, True, seed, n_resamples, confidence)
 
 
-def _fieller_welch(
+def fieller_welch(
     xb: np.ndarray, xa: np.ndarray, value: float, confidence: float
 ) -> Interval | None:
     """Fieller's interval of mean(xb) / mean(xa), two independent samples, Welch's degrees of
