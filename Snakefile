@@ -24,6 +24,7 @@ include: "rules/summary.smk"
 include: "rules/report.smk"
 include: "rules/quality.smk"
 include: "rules/listen.smk"
+include: "rules/settings_common.smk"
 include: "rules/settings.smk"
 
 

@@ -6,25 +6,11 @@
 # (settings_bench) runs next. The service level is no part of any job's spec (given at run
 # time, --slo), so changing capacity.slo reruns no bench job: settings_table recomputes every
 # capacity from the records.
-import json
 
-from thetalker.pipeline import settings_grid as sgrid
 
-SETTINGS_RUNS = sgrid.settings_systems(config)
-SETTINGS = {(s, m): sgrid.settings_of(config, s, m) for s, m in SETTINGS_RUNS}
-SETTINGS_SEARCH = config["settings_search"]
-SETTINGS_SCREEN = SETTINGS_SEARCH["screen"]
-# The command that measured the search, for best.yaml's header (not in params: a dry run
-# or another target list must not rerun the table).
-SETTINGS_COMMAND = "snakemake " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-SETTING = "results/settings/{system}/{model}/{setting}"
-SETTING_LOGS = "results/logs/settings/{system}/{model}/{setting}"
-# The live search's level, given to the bench jobs on their command line, not in params.
-SETTINGS_SLO = json.dumps(
-    (wfc.capacity_search({**config, "capacity": {**config["capacity"], "refine": True}}) or {})
-    .get("slo") or {},
-    sort_keys=True,
-)
+envvars:
+    "THETALKER_SETTINGS_SLO",
+    "THETALKER_SETTINGS_COMMAND",
 
 
 wildcard_constraints:
@@ -40,36 +26,20 @@ localrules:
     settings_table,
 
 
-def setting_of(wildcards):
-    for found in SETTINGS[(wildcards.system, wildcards.model)]:
-        if found.label == wildcards.setting:
-            return found
-    raise ValueError(f"no setting {wildcards.setting} of {wildcards.system}/{wildcards.model}")
-
-
-def setting_file(wildcards):
-    return f"{SETTING}/{setting_of(wildcards).filename}".format(**wildcards)
-
-
-def setting_outputs(filename):
-    return expand(f"{SETTING}/{{point}}/{filename}", point=POINTS, allow_missing=True)
-
-
-SCREEN_POINT = (
-    layout.concurrency_label(SETTINGS_SCREEN["concurrency"]) if SETTINGS_SCREEN else "c0"
-)
-
-
 # The setting's own file: the base deploy file with the knobs' values (or the flags and
 # variables of an argument set), named by its sha256: bench jobs read it like a deploy file.
 rule settings_file:
     output:
         f"{SETTING}/{{settingfile}}",
+    log:
+        "results/logs/settings/{system}/{model}/{setting}/{settingfile}.log",
+    conda:
+        "../envs/report.yaml"
     params:
         text=lambda w: setting_of(w).text,
     # A shell line, not `run:` (a run block re-parses the workflow in a subprocess).
     shell:
-        "printf '%s' {params.text:q} > {output:q}"
+        "printf '%s' {params.text:q} > {output:q} 2> {log:q}"
 
 
 rule settings_screen:
@@ -90,31 +60,13 @@ rule settings_screen:
         gpu=1,
     params:
         job=lambda w, input: sgrid.screen_job(
-            wfc.bench_job(config, w.system, w.model), config, setting_of(w), input.setting
+            wfc.bench_job(config, w.system, w.model),
+            config,
+            setting_of(w),
+            input.setting,
         ).to_json(),
     shell:
         "python -m thetalker.pipeline.serve_and_sweep --job {params.job:q} --server-log {log.server:q} --records {output.records:q} > {log.bench:q} 2>&1"
-
-
-def screen_summaries(wildcards):
-    if not SETTINGS_SCREEN:
-        return []
-    return [
-        f"{SETTING}/screen/{SCREEN_POINT}/summary.json".format(
-            system=wildcards.system, model=wildcards.model, setting=x.label
-        )
-        for x in SETTINGS[(wildcards.system, wildcards.model)]
-    ]
-
-
-def settings_list(wildcards):
-    return json.dumps(
-        [
-            {"label": x.label, "sha256": x.sha256, "stock": x.stock, "values": dict(x.values)}
-            for x in SETTINGS[(wildcards.system, wildcards.model)]
-        ],
-        sort_keys=True,
-    )
 
 
 # Which settings the full search gets: ranked on the screen by figures that are no part of
@@ -132,7 +84,9 @@ checkpoint settings_select:
         settings=settings_list,
         keep=SETTINGS_SEARCH["keep"],
         load=(
-            f"--load {SETTINGS_SCREEN['concurrency']} --summaries" if SETTINGS_SCREEN else ""
+            f"--load {SETTINGS_SCREEN['concurrency']} --summaries"
+            if SETTINGS_SCREEN
+            else ""
         ),
     shell:
         "python -m thetalker.pipeline.settings_screen --out {output:q} --keep {params.keep} --settings {params.settings:q} {params.load} {input:q} > {log:q} 2>&1"
@@ -157,23 +111,13 @@ rule settings_bench:
         gpu=1,
     params:
         job=lambda w, input: sgrid.search_job(
-            wfc.bench_job(config, w.system, w.model), config, setting_of(w), input.setting
+            wfc.bench_job(config, w.system, w.model),
+            config,
+            setting_of(w),
+            input.setting,
         ).to_json(),
     shell:
-        "python -m thetalker.pipeline.serve_and_sweep --job {params.job:q} --server-log {log.server:q} --records {output.records:q} --search-manifest {output.search:q} --slo {SETTINGS_SLO:q} > {log.bench:q} 2>&1"
-
-
-def settings_searched(wildcards):
-    """Every kept setting's search.json, from each run's screen.json (the checkpoint)."""
-    files = []
-    for system, model in SETTINGS_RUNS:
-        screen = checkpoints.settings_select.get(system=system, model=model).output[0]
-        kept = [s["label"] for s in json.loads(Path(screen).read_text())["settings"] if s["kept"]]
-        files += [
-            f"{SETTING}/search.json".format(system=system, model=model, setting=x)
-            for x in kept
-        ]
-    return files
+        'python -m thetalker.pipeline.serve_and_sweep --job {params.job:q} --server-log {log.server:q} --records {output.records:q} --search-manifest {output.search:q} --slo "$THETALKER_SETTINGS_SLO" > {log.bench:q} 2>&1'
 
 
 rule settings_table:
@@ -210,4 +154,4 @@ rule settings_table:
         slo=json.dumps(wfc.service_level_spec(config), sort_keys=True),
         usd=config["report"]["gpu_hour_usd"],
     shell:
-        "python -m thetalker.report.settings_table --runs {params.runs:q} --slo {params.slo:q} --gpu-hour-usd {params.usd} --table {output.table:q} --csv {output.csv:q} --figure {output.figure:q} --command {SETTINGS_COMMAND:q} > {log:q} 2>&1"
+        'python -m thetalker.report.settings_table --runs {params.runs:q} --slo {params.slo:q} --gpu-hour-usd {params.usd} --table {output.table:q} --csv {output.csv:q} --figure {output.figure:q} --command "$THETALKER_SETTINGS_COMMAND" > {log:q} 2>&1'

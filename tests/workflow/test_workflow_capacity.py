@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from tests.support.bench_jobs import job, records_files
@@ -241,6 +242,7 @@ def test_default_run_gives_each_system_a_capacity_that_agrees_with_continuity(
         level,
         config["report"]["headline_concurrency"],
         config["report"]["gpu_hour_usd"],
+        pd.read_csv(tables / "server.csv"),  # queue and generation times for "limited by"
     )
     assert capacity_report.capacity_table(*args) == capacity_text
     for row in capacity_report.capacity_rows(*args):
