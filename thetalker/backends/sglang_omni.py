@@ -43,7 +43,9 @@ if TYPE_CHECKING:
     from thetalker.client.options import BenchOptions
     from thetalker.lifecycle.launch import ServerSpec
 
-__all__ = ["API", "LAUNCHER", "PROGRAM", "QUEUE_FULL", "command", "env", "streamed_body"]
+__all__ = [
+    "API", "LAUNCHER", "PROGRAM", "QUEUE_FULL", "command", "env", "program", "streamed_body",
+]  # fmt: skip
 
 PROGRAM = "sgl-omni"  # the console script of the sglang-omni wheel
 QUEUE_FULL = "The request queue is full."  # sglang_omni/admission.py QueueFullError.MESSAGE
@@ -63,12 +65,20 @@ def probe_body(body: Body) -> Body:
     return dict(body)
 
 
-def command(spec: ServerSpec, port: int) -> list[str]:
-    # ServerSpec.executable's default names vllm-omni's program; any other value is a path
-    # to this one (a venv's sgl-omni, a wrapper).
+def program(spec: ServerSpec) -> str:
+    """`sgl-omni` from the system's serving environment (`serving_env`: a venv or prefix, e.g.
+    the engine tier's CPU venv), else the spec's executable: ServerSpec.executable's default
+    names vllm-omni's program; any other value is a path to this one (a wrapper)."""
+    serving_env = getattr(spec, "serving_env", None)
+    if serving_env:
+        return str(Path(serving_env).expanduser() / "bin" / PROGRAM)
     default = next(f.default for f in dataclasses.fields(spec) if f.name == "executable")
-    program = PROGRAM if spec.executable == default else spec.executable
-    cmd = [program, "serve", "--model-path", spec.model_id, "--model-name", spec.model_id]
+    return PROGRAM if spec.executable == default else spec.executable
+
+
+def command(spec: ServerSpec, port: int) -> list[str]:
+    program_ = program(spec)
+    cmd = [program_, "serve", "--model-path", spec.model_id, "--model-name", spec.model_id]
     cmd += ["--host", spec.host, "--port", str(port)]
     return cmd + optional_flags(("--config", spec.deploy_config))
 
@@ -109,4 +119,5 @@ LAUNCHER = Launcher(
     api=API.name,
     ready_path="/health",
     metrics_path=None,
+    system_keys={"serving_env": False},  # a venv or prefix whose bin/sgl-omni serves
 )

@@ -1,0 +1,163 @@
+"""SGLang-Omni 0.1.9's REAL Qwen3-TTS engine (its scheduler, KV pool, talker, streaming
+vocoder) on SGLang 0.5.22's CPU platform, serving the same tiny random model as the vllm-omni
+engine tier (tests/engine/conftest.py: `tiny_model`, scripts/make-tiny-qwen3-tts.py).
+
+These tests share the tier's marker (`engine`) and xdist group (the session fixture
+`engine_tier`, overridden here to be this venv: one engine at a time on the machine). They
+need the venv of `scripts/engine-venv-sglang.sh` (the SGLang-Omni contract venv plus the
+engine's runtime packages, about 7 GB); without it each test skips with the reason the script
+gave, or fails with it under CI=true (tests/support/tiers.py).
+
+TheTalker runs here; the engine runs from the venv, started by TheTalker's `sglang-omni`
+launcher through a system's `serving_env`, with SGLANG_USE_CPU_ENGINE=1 and the `sgl_kernel`
+CPU stand-in (tests/engine/sgl_kernel_cpu) on its PYTHONPATH. The server's built-in warm-up is
+skipped (`--skip-server-warmup`): it asks for no length cap, so it runs 2048 codec frames of
+random weights (about 100 s here); the module's engine fixture warms up with one bounded
+request instead, and every request sends `max_new_tokens` (MAX_NEW_TOKENS).
+
+Random weights speak noise and may stop early: no test assumes a length, and none a speed.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.support.tiers import unavailable
+
+HERE = Path(__file__).resolve().parent
+STANDIN = HERE.parent / "sgl_kernel_cpu"  # holds the package `sgl_kernel`
+HEALTH_TIMEOUT_S = 600.0
+MAX_RUNNING = 4  # --tts_engine.engine.max_running_requests
+MAX_QUEUED = 2  # --tts_engine.engine.max_queued_requests
+MAX_NEW_TOKENS = 40  # codec frames a request may take (3.2 s of audio): bounds each request
+SPEAKER = "vivian"
+RATE = 24000
+FRAME_BYTES = 1920 * 2  # one 12.5 Hz codec frame of 24 kHz s16le
+# SGLang's CPU platform, the stand-in's ops, no hub.
+ENGINE_ENV = {
+    "SGLANG_USE_CPU_ENGINE": "1",
+    "PYTHONPATH": str(STANDIN),
+    "HF_HUB_OFFLINE": "1",
+}
+# The engine's settings, as a system's extra_args: random talker weights (no checkpoint), the
+# admission ceiling small enough to reach (running + queued), a KV pool a CPU can hold.
+ENGINE_ARGS = [
+    "--skip-server-warmup",
+    "--tts_engine.engine.load_format", "dummy",
+    "--tts_engine.engine.max_running_requests", str(MAX_RUNNING),
+    "--tts_engine.engine.max_queued_requests", str(MAX_QUEUED),
+    "--tts_engine.engine.max_total_tokens", "16384",
+]  # fmt: skip
+
+
+def venv_dir() -> Path:
+    default = Path.home() / ".cache" / "thetalker" / "sglang-omni-0.1.9"
+    return Path(os.environ.get("THETALKER_SGLANG_VENV") or default)
+
+
+def venv_unavailable_reason() -> str | None:
+    """Why the SGLang-Omni engine venv cannot be used, or None when it is ready."""
+    venv = venv_dir()
+    ready = venv / ".thetalker-sglang-engine-ready"
+    if ready.is_file() and (venv / "bin" / "sgl-omni").exists():
+        return None
+    reason_file = venv.parent / f".{venv.name}-engine.unavailable"
+    if reason_file.is_file():
+        return f"SGLang-Omni engine venv unavailable: {reason_file.read_text().strip()}"
+    return (
+        f"SGLang-Omni engine venv not built at {venv}: "
+        "run `bash scripts/engine-venv-sglang.sh` (~7 GB)"
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def engine_tier() -> Path:
+    """This folder's venv (skip, or fail under CI=true, when it is not built); the parent's
+    fixtures that take `engine_tier` (tiny_model) run with it here."""
+    reason = venv_unavailable_reason()
+    if reason is not None:
+        unavailable(reason)
+    return venv_dir()
+
+
+def sglang_spec(venv: Path, model: Path, log_path: Path, extra: list[str] | None = None, **more):
+    """The ServerSpec of the tiny engine: TheTalker's `sglang-omni` launcher from the venv."""
+    from thetalker.lifecycle.launch import ServerSpec
+
+    return ServerSpec(
+        launcher="sglang-omni",
+        model_id=str(model),
+        serving_env=str(venv),
+        env=dict(ENGINE_ENV),
+        extra_args=[*ENGINE_ARGS, *(extra or [])],
+        log_path=log_path,
+        health_timeout_s=HEALTH_TIMEOUT_S,
+        **more,
+    )
+
+
+@dataclass
+class Reply:
+    status: int
+    chunks: list[int]  # the size of each HTTP chunk, in order (200 only)
+    body: bytes  # the error body (not 200)
+
+
+def speak(base_url: str, text: str, timeout_s: float = 300.0, **fields) -> Reply:
+    """One streamed raw-PCM request, as TheTalker's sglang-omni dialect sends it."""
+    url = urlsplit(base_url)
+    body = {
+        "input": text,
+        "voice": SPEAKER,
+        "stream": True,
+        "response_format": "pcm",
+        "max_new_tokens": MAX_NEW_TOKENS,
+        **fields,
+    }
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout_s)
+    try:
+        headers = {"Content-Type": "application/json"}
+        conn.request("POST", "/v1/audio/speech", json.dumps(body), headers)
+        response = conn.getresponse()
+        if response.status != 200:
+            return Reply(response.status, [], response.read())
+        sizes = []
+        while True:  # the chunked framing itself: one HTTP chunk per engine chunk
+            size = int(response.fp.readline().split(b";")[0], 16)
+            if size == 0:
+                break
+            response.fp.read(size)
+            response.fp.readline()
+            sizes.append(size)
+        return Reply(200, sizes, b"")
+    finally:
+        conn.close()
+
+
+@dataclass
+class Engine:
+    base_url: str
+    model: Path
+    log_path: Path
+    server: object  # thetalker.lifecycle.launch.RunningServer
+
+
+@pytest.fixture(scope="module")
+def sglang_engine(engine_tier: Path, tiny_model: Path, tmp_path_factory) -> Iterator[Engine]:
+    """One real engine per module, started by TheTalker's launcher and warmed up with one
+    bounded request (its first request pays for lazy initialisation)."""
+    from thetalker.lifecycle.launch import launch_server
+
+    log = tmp_path_factory.mktemp("sglang-engine") / "server.log"
+    with launch_server(sglang_spec(engine_tier, tiny_model, log)) as server:
+        warm = speak(server.base_url, "A warm up sentence for the engine.")
+        assert warm.status == 200, warm.body[:500]
+        yield Engine(server.base_url, tiny_model, log, server)
