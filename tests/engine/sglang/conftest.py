@@ -36,7 +36,10 @@ HERE = Path(__file__).resolve().parent
 STANDIN = HERE.parent / "sgl_kernel_cpu"  # holds the package `sgl_kernel`
 HEALTH_TIMEOUT_S = 600.0
 MAX_RUNNING = 4  # --tts_engine.engine.max_running_requests
-MAX_QUEUED = 2  # --tts_engine.engine.max_queued_requests
+# Streams sent together wait in the scheduler's queue, capped at max_queued_requests, until a
+# step moves them to running: a burst of more than MAX_QUEUED is refused in part (503) even
+# below running + queued (seen: 4 at once against 4 + 2), so no test's concurrency exceeds it.
+MAX_QUEUED = 4  # --tts_engine.engine.max_queued_requests: >= any test's concurrency (below)
 MAX_NEW_TOKENS = 40  # codec frames a request may take (3.2 s of audio): bounds each request
 SPEAKER = "vivian"
 RATE = 24000
@@ -55,6 +58,7 @@ ENGINE_ARGS = [
     "--tts_engine.engine.max_running_requests", str(MAX_RUNNING),
     "--tts_engine.engine.max_queued_requests", str(MAX_QUEUED),
     "--tts_engine.engine.max_total_tokens", "16384",
+    "--tts_engine.engine.decode_log_interval", "1",  # a log line per step: #running-req
 ]  # fmt: skip
 
 
