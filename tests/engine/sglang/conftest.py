@@ -1,6 +1,6 @@
 """SGLang-Omni 0.1.9's REAL Qwen3-TTS engine (its scheduler, KV pool, talker, streaming
 vocoder) on SGLang 0.5.22's CPU platform, serving the same tiny random model as the vllm-omni
-engine tier (tests/engine/conftest.py: `tiny_model`, scripts/make-tiny-qwen3-tts.py).
+engine tier (scripts/make-tiny-qwen3-tts.py; `tiny_model` below).
 
 These tests share the tier's marker (`engine`) and xdist group (the session fixture
 `engine_tier`, overridden here to be this venv: one engine at a time on the machine). They
@@ -23,6 +23,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,12 +85,34 @@ def venv_unavailable_reason() -> str | None:
 
 @pytest.fixture(scope="session", autouse=True)
 def engine_tier() -> Path:
-    """This folder's venv (skip, or fail under CI=true, when it is not built); the parent's
-    fixtures that take `engine_tier` (tiny_model) run with it here."""
+    """This folder's venv (skip, or fail under CI=true, when it is not built)."""
     reason = venv_unavailable_reason()
     if reason is not None:
         unavailable(reason)
     return venv_dir()
+
+
+@pytest.fixture(scope="session")
+def tiny_model(engine_tier: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tier's tiny random Qwen3-TTS (scripts/make-tiny-qwen3-tts.py, seed 0), built with
+    the vllm-omni engine venv's python when that venv is ready, so that both engines serve
+    the same bytes (its codec classes are vllm-omni's copy), else with this venv's (qwen-tts's
+    copy)."""
+    from tests.engine.conftest import MAKE_MODEL
+    from tests.engine.conftest import venv_dir as vllm_venv
+    from tests.engine.conftest import venv_unavailable_reason as vllm_unavailable
+
+    builder = engine_tier if vllm_unavailable() is not None else vllm_venv()
+    out = tmp_path_factory.mktemp("sglang-model") / "tiny-qwen3-tts"
+    done = subprocess.run(
+        [str(builder / "bin" / "python"), str(MAKE_MODEL), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, f"make-tiny-qwen3-tts failed:\n{done.stderr[-3000:]}"
+    return out
 
 
 def sglang_spec(venv: Path, model: Path, log_path: Path, extra: list[str] | None = None, **more):
