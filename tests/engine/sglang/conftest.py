@@ -10,10 +10,11 @@ gave, or fails with it under CI=true (tests/support/tiers.py).
 
 TheTalker runs here; the engine runs from the venv, started by TheTalker's `sglang-omni`
 launcher through a system's `serving_env`, with SGLANG_USE_CPU_ENGINE=1 and the `sgl_kernel`
-CPU stand-in (tests/engine/sgl_kernel_cpu) on its PYTHONPATH. The server's built-in warm-up is
-skipped (`--skip-server-warmup`): it asks for no length cap, so it runs 2048 codec frames of
-random weights (about 100 s here); the module's engine fixture warms up with one bounded
-request instead, and every request sends `max_new_tokens` (MAX_NEW_TOKENS).
+CPU stand-in (tests/engine/sgl_kernel_cpu) on its PYTHONPATH. Every request is bounded by the
+engine itself: SGLang's SGLANG_MAX_NEW_TOKENS_LIMIT caps each request's `max_new_tokens`
+(its scheduler's `init_req_max_new_tokens`), the server's built-in warm-up included, which asks
+for no cap (2048 codec frames, about 100 s of random weights here); the tests' requests send
+the same `max_new_tokens` (MAX_NEW_TOKENS) too.
 
 Random weights speak noise and may stop early: no test assumes a length, and none a speed.
 """
@@ -45,16 +46,16 @@ MAX_NEW_TOKENS = 40  # codec frames a request may take (3.2 s of audio): bounds 
 SPEAKER = "vivian"
 RATE = 24000
 FRAME_BYTES = 1920 * 2  # one 12.5 Hz codec frame of 24 kHz s16le
-# SGLang's CPU platform, the stand-in's ops, no hub.
+# SGLang's CPU platform, the stand-in's ops, every request (the warm-up's too) capped, no hub.
 ENGINE_ENV = {
     "SGLANG_USE_CPU_ENGINE": "1",
     "PYTHONPATH": str(STANDIN),
+    "SGLANG_MAX_NEW_TOKENS_LIMIT": str(MAX_NEW_TOKENS),
     "HF_HUB_OFFLINE": "1",
 }
 # The engine's settings, as a system's extra_args: random talker weights (no checkpoint), the
 # admission ceiling small enough to reach (running + queued), a KV pool a CPU can hold.
 ENGINE_ARGS = [
-    "--skip-server-warmup",
     "--tts_engine.engine.load_format", "dummy",
     "--tts_engine.engine.max_running_requests", str(MAX_RUNNING),
     "--tts_engine.engine.max_queued_requests", str(MAX_QUEUED),
@@ -179,8 +180,8 @@ class Engine:
 
 @pytest.fixture(scope="module")
 def sglang_engine(engine_tier: Path, tiny_model: Path, tmp_path_factory) -> Iterator[Engine]:
-    """One real engine per module, started by TheTalker's launcher and warmed up with one
-    bounded request (its first request pays for lazy initialisation)."""
+    """One real engine per module, started by TheTalker's launcher (ready once its own
+    bounded warm-up is done), and one more request to be sure it serves."""
     from thetalker.lifecycle.launch import launch_server
 
     log = tmp_path_factory.mktemp("sglang-engine") / "server.log"

@@ -136,3 +136,12 @@ def test_a_burst_past_the_ceiling_is_refused_with_503(sglang_engine, tmp_path):
     assert len(refused) >= burst - ceiling
     # The engine is fine afterwards.
     assert speak(sglang_engine.base_url, "One more sentence after the burst.").status == 200
+
+
+def test_the_servers_own_warm_up_was_capped_by_the_engine(sglang_engine):
+    # SGLANG_MAX_NEW_TOKENS_LIMIT reached the scheduler: the built-in warm-up, which asks for
+    # sglang-omni's default 2048 frames, was capped to the tier's MAX_NEW_TOKENS.
+    log = sglang_engine.log_path.read_text(errors="replace")
+    assert "Server warmup of 1 request(s) finished" in log
+    cap = f"to SGLANG_MAX_NEW_TOKENS_LIMIT={MAX_NEW_TOKENS} (requested: 2048)"
+    assert cap in log, "the warm-up ran uncapped"
