@@ -2,8 +2,9 @@
 
     <engine venv>/bin/python scripts/make-tiny-qwen3-tts.py OUT_DIR [--seed 0]
 
-Run with the engine venv's python (scripts/engine-venv.sh): it needs torch, transformers,
-tokenizers, safetensors and vllm-omni 0.30.0's codec decoder class. It writes every file
+Run with an engine venv's python (scripts/engine-venv.sh, or scripts/engine-venv-sglang.sh):
+it needs torch, transformers, tokenizers, safetensors and the 12 Hz codec's decoder class
+(vllm-omni 0.30.0's, or qwen-tts 0.1.1's). It writes every file
 vllm-omni 0.30.0's two Qwen3-TTS stages read, with shapes small enough for a 2-core CPU:
 
 - config.json: `Qwen3TTSForConditionalGeneration`, `tts_model_type: custom_voice`; a talker of
@@ -222,16 +223,45 @@ def speech_tokenizer_config() -> dict:
     }
 
 
+def codec_classes() -> tuple[type, type, type]:
+    """The 12 Hz codec's config, decoder and encoder classes: vllm-omni 0.30.0's copy (the
+    vllm-omni engine venv), else qwen-tts 0.1.1's, which sglang-omni 0.1.9 serves (the
+    SGLang-Omni engine venv; it imports once sglang-omni has patched transformers). The two
+    copies name their weights alike; their random initialisation may differ, so build the
+    folder once when two servers are to serve the same weights."""
+    try:
+        from vllm_omni.model_executor.models.qwen3_tts.tokenizer_12hz import (
+            configuration_qwen3_tts_tokenizer_v2 as conf,
+        )
+        from vllm_omni.model_executor.models.qwen3_tts.tokenizer_12hz import (
+            modeling_qwen3_tts_tokenizer_v2 as modeling,
+        )
+    except ImportError:
+        from sglang_omni.models.qwen3_tts.compat import (
+            apply_qwen_tts_transformers_compatibility_patches,
+        )
+
+        apply_qwen_tts_transformers_compatibility_patches()
+        from qwen_tts.core.tokenizer_12hz import (
+            configuration_qwen3_tts_tokenizer_v2 as conf,
+        )
+        from qwen_tts.core.tokenizer_12hz import (
+            modeling_qwen3_tts_tokenizer_v2 as modeling,
+        )
+    return (
+        conf.Qwen3TTSTokenizerV2Config,
+        modeling.Qwen3TTSTokenizerV2Decoder,
+        modeling.Qwen3TTSTokenizerV2Encoder,
+    )
+
+
 def write_speech_tokenizer(out: Path, seed: int) -> int:
     import torch
     from safetensors.torch import save_file
     from transformers import EncodecFeatureExtractor
-    from vllm_omni.model_executor.models.qwen3_tts.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import (  # noqa: E501
-        Qwen3TTSTokenizerV2Config,
-    )
-    from vllm_omni.model_executor.models.qwen3_tts.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import (  # noqa: E501
-        Qwen3TTSTokenizerV2Decoder,
-        Qwen3TTSTokenizerV2Encoder,
+
+    Qwen3TTSTokenizerV2Config, Qwen3TTSTokenizerV2Decoder, Qwen3TTSTokenizerV2Encoder = (
+        codec_classes()
     )
 
     sub = out / "speech_tokenizer"

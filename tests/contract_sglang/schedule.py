@@ -4,10 +4,11 @@ Pure Python, no third-party imports: `fake_engine_server.py` imports it to drive
 pipeline, and the tests import it to compute the records they expect.
 
 Qwen3-TTS on sglang-omni 0.1.9 (sglang-omni.md): 24 kHz, one codec frame is 80 ms (1920
-samples). The vocoder's chunking knobs (ramp `(1, 2, 4)`, initial chunk 8 frames, stream
-stride 16) were read but how they combine for one request was not traced, so the fake plays
-a plan of its own, named here and asserted by the tests: a first chunk of FIRST_FRAMES, then
-REST_FRAMES each, the last one shorter.
+samples). The fake plays the chunk plan the real engine streams, as the engine tier observes
+it (tests/engine/sglang/test_sglang_stream.py checks the real engine against CHUNK_RAMP and
+CHUNK_STRIDE, and tests/contract_sglang/test_bench.py holds the fake to the same
+constants): chunks of 1, 2 and 4 frames (`DEFAULT_QWEN3_TTS_STREAM_CHUNK_RAMP`), then 8 frames
+each (the follow-up stride of `models/qwen3_tts/streaming_vocoder.py`), the last one shorter.
 
 A chunk is emitted after the time its audio lasts, times TIME_SCALE (so a test does not wait
 real time). Directives in the request text change one request's schedule: `[frames=N]` the
@@ -29,16 +30,18 @@ import re
 from dataclasses import dataclass
 
 __all__ = [
+    "CHUNK_RAMP",
+    "CHUNK_STRIDE",
     "DEFAULT_FRAMES",
     "DEFAULT_MAX_QUEUED",
     "DEFAULT_MAX_RUNNING",
     "Directives",
-    "FIRST_FRAMES",
+    "QUEUE_FULL_MESSAGE",
     "QWEN3_SPEAKERS",
-    "REST_FRAMES",
     "SAMPLES_PER_FRAME",
     "SAMPLE_RATE",
     "TIME_SCALE",
+    "chunk_frames",
     "chunk_samples",
     "parse_directives",
 ]
@@ -47,9 +50,10 @@ __all__ = [
 TIME_SCALE = float(os.environ.get("FAKE_ENGINE_TIME_SCALE", "0.02"))
 SAMPLE_RATE = 24000
 SAMPLES_PER_FRAME = 1920  # 12.5 frames/s at 24 kHz
-FIRST_FRAMES = 8  # the fake's plan (see the module docstring)
-REST_FRAMES = 16
-DEFAULT_FRAMES = 50  # 4 s: chunks of 8, 16, 16 and 10 frames
+CHUNK_RAMP = (1, 2, 4)  # the real engine's first chunks, in frames (see the docstring)
+CHUNK_STRIDE = 8  # then every chunk, in frames, the last one shorter
+DEFAULT_FRAMES = 50  # 4 s: chunks of 1, 2, 4, 8, 8, 8, 8, 8 and 3 frames
+QUEUE_FULL_MESSAGE = "The request queue is full."  # sglang_omni/admission.py QueueFullError
 DEFAULT_MAX_RUNNING = 64  # sglang_omni/models/qwen3_tts/engine_builder.py generation_defaults
 DEFAULT_MAX_QUEUED = 64
 # The built-in speakers of the Qwen3-TTS CustomVoice checkpoints (their config.json spk_id).
@@ -82,11 +86,18 @@ def parse_directives(text: str) -> Directives:
     )
 
 
-def chunk_samples(frames: int = DEFAULT_FRAMES) -> list[int]:
-    """Samples of each chunk the fake pipeline streams for an utterance of `frames` frames."""
-    sizes, left, size = [], frames, FIRST_FRAMES
+def chunk_frames(frames: int) -> list[int]:
+    """Frames of each chunk the engine streams for an utterance of `frames` frames: the
+    ramp, then strides, each cut to what is left."""
+    sizes, left, index = [], frames, 0
     while left > 0:
+        size = CHUNK_RAMP[index] if index < len(CHUNK_RAMP) else CHUNK_STRIDE
         sizes.append(min(size, left))
         left -= sizes[-1]
-        size = REST_FRAMES
-    return [n * SAMPLES_PER_FRAME for n in sizes]
+        index += 1
+    return sizes
+
+
+def chunk_samples(frames: int = DEFAULT_FRAMES) -> list[int]:
+    """Samples of each chunk the fake pipeline streams for an utterance of `frames` frames."""
+    return [n * SAMPLES_PER_FRAME for n in chunk_frames(frames)]

@@ -71,6 +71,8 @@ def test_closed_loop_records_match_the_engine_schedule(qwen, tmp_path, stream):
     for r in records:
         assert r["ok"], r["error"]
         assert r["chunk_bytes"] == expected_bytes(), "one record chunk per pipeline chunk"
+        # The real engine's plan (tests/engine/sglang/test_sglang_stream.py observes it).
+        assert [n // 3840 for n in r["chunk_bytes"]] == [1, 2, 4, 8, 8, 8, 8, 8, 3]
         assert r["sample_rate"] == 24000 and r["http_status"] == 200
         assert r["audio_s"] == pytest.approx(DEFAULT_FRAMES / 12.5)
 

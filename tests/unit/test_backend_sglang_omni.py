@@ -123,3 +123,10 @@ def test_launch_command_and_environment():
     assert not SGLANG_LAUNCHER.launch.mps
     assert SGLANG.sample_rate == backends.SAMPLE_RATE_HEADER
     assert SGLANG.sample_rate_header == "X-Sample-Rate"
+
+
+def test_a_systems_serving_env_names_the_program():
+    # The engine tier's CPU venv (tests/engine/sglang), or any second SGLang-Omni build.
+    spec = ServerSpec(launcher="sglang-omni", model_id="m", serving_env="/venvs/sglang")
+    assert build_command(spec, 8000)[0] == "/venvs/sglang/bin/sgl-omni"
+    assert SGLANG_LAUNCHER.system_keys == {"serving_env": False}

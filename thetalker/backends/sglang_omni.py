@@ -39,7 +39,9 @@ from thetalker.backends.base import (
 )
 from thetalker.backends.inputs import DEFAULT_EXECUTABLE, LaunchSpec, RequestOptions
 
-__all__ = ["API", "LAUNCHER", "PROGRAM", "QUEUE_FULL", "command", "env", "streamed_body"]
+__all__ = [
+    "API", "LAUNCHER", "PROGRAM", "QUEUE_FULL", "command", "env", "program", "streamed_body",
+]  # fmt: skip
 
 PROGRAM = "sgl-omni"  # the console script of the sglang-omni wheel
 QUEUE_FULL = "The request queue is full."  # sglang_omni/admission.py QueueFullError.MESSAGE
@@ -59,11 +61,19 @@ def probe_body(body: Body) -> Body:
     return dict(body)
 
 
+def program(spec: LaunchSpec) -> str:
+    """`sgl-omni` from the system's serving environment (`serving_env`: a venv or prefix, e.g.
+    the engine tier's CPU venv), else the spec's executable: the spec's default executable
+    names vllm-omni's program; any other value is a path to this one (a wrapper)."""
+    serving_env = spec.serving_env
+    if serving_env:
+        return str(Path(serving_env).expanduser() / "bin" / PROGRAM)
+    return PROGRAM if spec.executable == DEFAULT_EXECUTABLE else spec.executable
+
+
 def command(spec: LaunchSpec, port: int) -> list[str]:
-    # The spec's default executable names vllm-omni's program; any other value is a path
-    # to this one (a venv's sgl-omni, a wrapper).
-    program = PROGRAM if spec.executable == DEFAULT_EXECUTABLE else spec.executable
-    cmd = [program, "serve", "--model-path", spec.model_id, "--model-name", spec.model_id]
+    program_ = program(spec)
+    cmd = [program_, "serve", "--model-path", spec.model_id, "--model-name", spec.model_id]
     cmd += ["--host", spec.host, "--port", str(port)]
     return cmd + optional_flags(("--config", spec.deploy_config))
 
@@ -104,4 +114,5 @@ LAUNCHER = Launcher(
     api=API.name,
     ready_path="/health",
     metrics_path=None,
+    system_keys={"serving_env": False},  # a venv or prefix whose bin/sgl-omni serves
 )
