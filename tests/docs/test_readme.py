@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 
 from tests.support.paths import REPO
 from tests.support.readme import first_code_block_lines
@@ -34,15 +35,15 @@ def _readme_tests_block() -> list[str]:
 
 def test_the_readme_tests_section_names_every_tier_ci_runs():
     """Each pytest run of `.ci/run` beyond the main suite (a plain `python -m pytest -q -m X`
-    step, or `tier NAME VENV_SCRIPT TEST_PATH [MARKER]`) is a line of the README's Tests block."""
+    step, or `tier NAME VENV_SCRIPTS TEST_PATH [MARKER]`) is a line of the README's Tests block."""
     expected = []
     for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines():
         if re.fullmatch(r"python -m pytest -q -m \S+", line):
             expected.append(line)
         elif line.startswith("tier "):
-            _, name, script, path, *marker = line.split()
-            expected.append(
-                f"bash {script} && python -m pytest -q -m {(marker or [name])[0]} {path}"
-            )
+            # `tier NAME "SCRIPT [SCRIPT ...]" TEST_PATH [MARKER]`: each script built in turn
+            _, name, scripts, path, *marker = shlex.split(line)
+            builds = " && ".join(f"bash {script}" for script in scripts.split())
+            expected.append(f"{builds} && python -m pytest -q -m {(marker or [name])[0]} {path}")
     assert len(expected) == 4, expected  # e2e, contract, sglang, engine
     assert _readme_tests_block() == expected
