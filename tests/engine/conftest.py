@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -194,3 +196,29 @@ def processes_with(needle: bytes) -> list[int]:
         if needle in environ and state not in ("Z", "X"):
             found.append(int(entry.name))
     return found
+
+
+@contextmanager
+def engine_groups(marker: str) -> Iterator[set[int]]:
+    """The process groups of every engine whose API server carries
+    `THETALKER_ENGINE_TEST_RUN=<marker>` in its environment, noted once a second while the
+    block runs (stage processes rename themselves, which hides their environment, but each
+    stays in its API server's group): after the block, `group_members` of each must be empty."""
+    needle = f"THETALKER_ENGINE_TEST_RUN={marker}".encode()
+    groups: set[int] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            for pid in processes_with(needle):
+                with suppress(ProcessLookupError):  # ended between the scan and the look-up
+                    groups.add(os.getpgid(pid))
+            done.wait(1.0)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield groups
+    finally:
+        done.set()
+        watcher.join(timeout=30)

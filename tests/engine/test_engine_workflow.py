@@ -7,13 +7,11 @@ left afterwards."""
 from __future__ import annotations
 
 import json
-import os
-import threading
 import uuid
 
 import yaml
 
-from tests.engine.conftest import HERE, processes_with
+from tests.engine.conftest import HERE, engine_groups
 from tests.support.paths import REPO
 from tests.support.workflow_copy import copy_workflow, smk, smk_env, write_config
 from thetalker.data.record_reads import read_records
@@ -32,26 +30,10 @@ def test_the_workflow_runs_on_the_real_engine(engine_tier, tiny_model, tmp_path)
     system["env"]["THETALKER_ENGINE_TEST_RUN"] = marker
     workdir = copy_workflow(tmp_path / "wf")
     path = write_config(workdir, "engine-cpu.yaml", config)
-    # The engine's process groups, noted while it runs: its API server carries the marker
-    # (stage processes rename themselves, which hides their environment), and every stage
-    # process and worker stays in the API server's group.
-    groups: set[int] = set()
-    done_event = threading.Event()
-
-    def watch() -> None:
-        needle = f"THETALKER_ENGINE_TEST_RUN={marker}".encode()
-        while not done_event.is_set():
-            groups.update(g for g in map(pgid_of, processes_with(needle)) if g is not None)
-            done_event.wait(1.0)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
+    # The engine's process groups, noted while it runs (conftest.engine_groups).
+    with engine_groups(marker) as groups:
         done = smk(workdir, "--cores", "2", "--configfile", path, env=smk_env(standins=False),
                    timeout=1100)  # fmt: skip
-    finally:
-        done_event.set()
-        watcher.join(timeout=30)
     assert done.returncode == 0, done.stderr[-5000:]
     assert groups, "the engine was never seen running"
     left = [pid for pgid in groups for pid in group_members(pgid)]
@@ -88,11 +70,3 @@ def serving_envs(data: object) -> list[dict]:
     if isinstance(data, list):
         return [f for value in data for f in serving_envs(value)]
     return []
-
-
-def pgid_of(pid: int) -> int | None:
-    """The process group of `pid`, None once it has ended."""
-    try:
-        return os.getpgid(pid)
-    except ProcessLookupError:
-        return None

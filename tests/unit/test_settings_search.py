@@ -105,6 +105,29 @@ def test_the_shipped_settings_config_passes_its_checks(config):
     check_settings(config, bench_job)
 
 
+def test_the_engine_settings_config_passes_its_checks(monkeypatch):
+    """config/settings-engine-cpu.yaml (the search on vllm-omni's real engine, run by the
+    engine tier): its knobs are paths of the engine's deploy file, four settings with the
+    stock one first, each a full search, its level first audio and failures."""
+    monkeypatch.chdir(REPO)
+    data = yaml.safe_load((REPO / "config" / "settings-engine-cpu.yaml").read_text())
+    validate(data, SCHEMA)
+    check_settings(data, bench_job)
+    found = settings_of(data, "vllm-omni-cpu", "tiny-qwen3-tts")
+    assert [s.label for s in found] == [
+        STOCK,
+        "initial_codec_chunk_frames=10",
+        "max_num_seqs=1",
+        "max_num_seqs=1+initial_codec_chunk_frames=10",
+    ]
+    assert yaml.safe_load(found[2].text)["stages"][0]["max_num_seqs"] == 1
+    assert data["settings_search"]["screen"] is None
+    level = ServiceLevel.from_spec(
+        {**data["capacity"]["slo"], "min_continuity_pct": data["report"]["min_continuity_pct"]}
+    )
+    assert level.max_audible_p95_s == 1.5 and level.min_continuity_pct == 0
+
+
 def test_the_plan_counts_the_screen_and_the_full_search_apart(config):
     (estimate,) = estimate_settings(config, bench_job)
     assert (estimate.settings, estimate.screened, estimate.searched) == (4, 4, 2)
