@@ -342,3 +342,19 @@ def test_a_point_measured_on_a_busy_machine_is_named_in_the_tables(tmp_path, run
     for name in ("throughput", "continuity", "cost"):
         text = md[name].read_text()
         assert text.count(mark) == 1 and "busy machine" not in text.replace(mark, ""), name
+
+
+def test_a_runs_note_opens_every_table_before_its_caption(tmp_path, runs):
+    """report.note (the engine configs: random weights on a CPU) is the first line of each
+    table the run writes; without one, a table opens with its own caption as before."""
+    note = "Random weights on 2 CPU cores: serving behaviour, not speed on a GPU."
+    out = _points_csv(tmp_path)
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "noted").mkdir()
+    plain = _tables(tmp_path / "plain", out)
+    noted = _tables(tmp_path / "noted", out, note=note)
+    for name, path in noted.items():
+        text = path.read_text()
+        assert text.startswith(f"{note}\n\n"), name
+        assert text[len(note) + 2 :] == plain[name].read_text()
+        assert not plain[name].read_text().startswith(note)

@@ -233,8 +233,10 @@ def markdown_table(
     return "\n".join(lines) + "\n"
 
 
-def write_table(path: Path, text: str, rows: Sequence[Row]) -> Path:
-    """`path` (Markdown) and its CSV beside it (same stem); returns the CSV's path."""
+def write_table(path: Path, text: str, rows: Sequence[Row], note: str | None = None) -> Path:
+    """`path` (Markdown) and its CSV beside it (same stem); returns the CSV's path. A `note`
+    (report.note) opens the Markdown, before the table's own caption."""
+    text = f"{note}\n\n{text}" if note else text
     write_output(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     csv_path = path.with_suffix(".csv")
     frame = pd.DataFrame(list(rows))
@@ -273,7 +275,7 @@ def write_table_and_figure(
     for; the exit status (thetalker.report.output.exit_status)."""
 
     def write() -> None:
-        csv_path = write_table(args.table, text, rows)
+        csv_path = write_table(args.table, text, rows, getattr(args, "note", None))
         print(f"wrote {args.table} and {csv_path}")
         if args.figure:
             draw(args.figure)

@@ -39,6 +39,9 @@ class ReportSettings:
     ttfa_slo_s: float | None  # None: no TTFA limit in the service level
     grid: tuple[int, ...]  # the config's concurrency points
     slo: Mapping[str, Any]  # the capacity's service level (service_level_spec)
+    # report.note: a line every table of the run opens with (what its numbers can and cannot
+    # say, e.g. random weights on a CPU); None: none
+    note: str | None = None
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ReportSettings:
@@ -56,12 +59,13 @@ class ReportSettings:
             ttfa_slo_s=report["ttfa_slo_s"],
             grid=tuple(int(c) for c in config["concurrency"]),
             slo=service_level_spec(config),
+            note=report.get("note"),
         )
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], where: str = "settings") -> ReportSettings:
         names = [f.name for f in fields(cls)]
-        missing = [n for n in names if n not in data]
+        missing = [n for n in names if n not in data and n != "note"]  # note: optional
         unknown = sorted(set(data) - set(names))
         if missing or unknown:
             what = f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(unknown)}"
@@ -77,6 +81,7 @@ class ReportSettings:
             ttfa_slo_s=None if slo is None else float(slo),
             grid=tuple(int(c) for c in data["grid"]),
             slo=_slo(data["slo"], where),
+            note=None if data.get("note") is None else str(data["note"]),
         )
 
     @classmethod

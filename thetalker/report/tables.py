@@ -458,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def write() -> None:
         for path, text, rows in tables:
-            csv_path = write_table(path, text, rows)
+            csv_path = write_table(path, text, rows, args.note)
             print(f"wrote {path} and {csv_path}")
         if thresholds_of(points):
             extra = args.continuity.with_name("continuity_thresholds.csv")

@@ -74,6 +74,8 @@ def test_one_model_on_two_real_servers(both_venvs, tiny_model, tmp_path):
     tables = workdir / "results" / "tables"
     for name in TABLES:
         text = (tables / f"{name}.md").read_text()
+        # Random weights on a CPU: each table says so first (report.note), before its caption.
+        assert text.startswith(config["report"]["note"] + "\n\n"), f"{name}.md: no note"
         for system in SYSTEMS:
             assert system in text, f"{name}.md has no row of {system}:\n{text}"
     for system in SYSTEMS:
