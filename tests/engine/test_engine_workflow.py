@@ -6,6 +6,7 @@ left afterwards."""
 
 from __future__ import annotations
 
+import csv
 import json
 import uuid
 
@@ -53,6 +54,17 @@ def test_the_workflow_runs_on_the_real_engine(engine_tier, tiny_model, tmp_path)
         assert all(r["audible"] for r in records)
         server = json.loads((point / "server_metrics.json").read_text())
         assert server["available"] and server["prefix"] == "vllm_omni:"
+    # Issue 50 on the real engine: every point has the server tree's CPU-seconds per
+    # audio-second, its streams in flight, and its time to 2 s of audio (or every stream
+    # counted short of 2 s: no time is made up).
+    with (workdir / "results" / "points.csv").open() as fh:
+        for point in csv.DictReader(fh):
+            where = f"{point['system']} {point['point']}"
+            assert float(point["cpu_s_per_audio_s"]) > 0, where
+            assert float(point["sessions_in_flight"]) > 0, where
+            measured = int(point["time_to_usable_audio_s_n"] or 0)
+            assert measured + int(point["n_short_of_usable_audio"]) == int(point["n_ok"]), where
+            assert measured == 0 or float(point["time_to_usable_audio_s_p50"]) > 0, where
     found = [facts for p in (workdir / "results" / "runs").rglob("provenance.json")
              for facts in serving_envs(json.loads(p.read_text()))]  # fmt: skip
     assert found, "no serving_env in any provenance.json"
