@@ -227,7 +227,7 @@ def test_capacity_md_names_the_figure_that_broke_first_and_the_cliff(tmp_path):
     assert row["capacity_streams"] == 2 and row["first_failing_streams"] == 4
     assert row["broke_first"] == "audible first audio p95 (s) 1.3 (limit 1) at 4"
     assert row["cliff_streams"] == "8"
-    text = report.capacity_table(points, ["m"], ["s"], level, 1, 2.99)
+    text = report.capacity_table([row], points, level, 1, 2.99)
     assert (
         "| m | s | 2 | audible first audio p95 (s) 1.3 (limit 1) at 4 | holds again at 8 |" in text
     )

@@ -92,7 +92,11 @@ def test_the_slo_needs_each_loads_audio_and_never_reaches_the_bench_job(tmp_path
 def test_an_ovrl_limit_that_no_load_measured_is_named_not_judged(tmp_path):
     """DNSMOS not installed: every point's OVRL is None and passes, so capacity.md says the
     limit judged nothing instead of holding it in silence."""
-    from thetalker.report.capacity import capacity_table, not_judged
+    from thetalker.report.capacity import capacity_rows, capacity_table, not_judged
+
+    def capacity_table_of(points: pd.DataFrame) -> str:
+        rows = capacity_rows(points, ["m"], ["s"], level, 1, 2.0)
+        return capacity_table(rows, points, level, 1, 2.0)
 
     rows = [_point(tmp_path, c, 3.3, 0) for c in (1, 2)]
     for c in (1, 2):
@@ -101,12 +105,12 @@ def test_an_ovrl_limit_that_no_load_measured_is_named_not_judged(tmp_path):
     level = ServiceLevel(min_dnsmos_ovrl=3.0, max_unhealthy_pct=10.0)
     cap, loads = capacity_of(points, "m", "s", level)
     assert not_judged(level, cap, loads) == ["DNSMOS OVRL"]  # health.json was read: judged
-    table = capacity_table(points, ["m"], ["s"], level, 1, 2.0)
+    table = capacity_table_of(points)
     assert "not judged (measured at no load)" in table and "| DNSMOS OVRL |" in table
     measured = [_point(tmp_path, 4, 3.3, 0)]
     cap, loads = capacity_of(pd.DataFrame([*rows, *measured]), "m", "s", level)
     assert cap.load == 4 and not_judged(level, cap, loads) == []
-    assert "not judged" not in capacity_table(pd.DataFrame(measured), ["m"], ["s"], level, 1, 2.0)
+    assert "not judged" not in capacity_table_of(pd.DataFrame(measured))
 
 
 def test_a_capacity_decided_at_a_point_without_the_figure_names_it(tmp_path):

@@ -81,8 +81,8 @@ def capacity_md(tmp_path: Path, run_dir: Path, spec: BenchJob) -> tuple[str, lis
     points = load_points(tmp_path / "points.csv")
     # The jobs here carry the older capacity spec: continuity alone.
     level = capacity_report.ServiceLevel(95.0, None, max_audible_p95_s=None, max_failed_pct=None)
-    args = (points, [spec.model], [spec.system], level, 2, 2.99)
-    return capacity_report.capacity_table(*args), capacity_report.capacity_rows(*args)
+    rows = capacity_report.capacity_rows(points, [spec.model], [spec.system], level, 2, 2.99)
+    return capacity_report.capacity_table(rows, points, level, 2, 2.99), rows
 
 
 def test_bisection_between_last_pass_and_first_failure_finds_the_knee(tmp_path: Path) -> None:
@@ -235,17 +235,17 @@ def test_default_run_gives_each_system_a_capacity_that_agrees_with_continuity(
     rebuilt = tmp_path / "points.csv"
     write_points(points_rows([*paths, *search_records(manifests)]), rebuilt)
     points = load_points(rebuilt)
-    args = (
+    cost = (config["report"]["headline_concurrency"], config["report"]["gpu_hour_usd"])
+    rows = capacity_report.capacity_rows(
         points,
         ["piper-joe"],
         list(config["systems"]),
         level,
-        config["report"]["headline_concurrency"],
-        config["report"]["gpu_hour_usd"],
+        *cost,
         pd.read_csv(tables / "server.csv"),  # queue and generation times for "limited by"
     )
-    assert capacity_report.capacity_table(*args) == capacity_text
-    for row in capacity_report.capacity_rows(*args):
+    assert capacity_report.capacity_table(rows, points, level, *cost) == capacity_text
+    for row in rows:
         system = row["system"]
         # A verdict for each system (on a loaded machine the several-figure level may fail
         # at the first point: "never"), and the one the level gives over its points.

@@ -33,7 +33,6 @@ from thetalker.backends.base import (
     BodyDialect,
     Errors,
     Launcher,
-    ServerApi,
     gpu_launch,
     optional_flags,
 )
@@ -89,18 +88,18 @@ def env(_spec: LaunchSpec, voices_dir: Path | None) -> dict[str, str]:
 
 DIALECT = BodyDialect(name="sglang-omni", build=streamed_body, probe=probe_body)
 AGENT = dataclasses.replace(vllm_omni.AGENT, split_granularities=("sentence", "clause"))
-API = ServerApi(
+# vllm-omni's speech API (its streams, voice upload) with SGLang-Omni's differences.
+API = dataclasses.replace(
+    vllm_omni.API,
     name="sglang-omni",
     summary="SGLang-Omni 0.1.9's speech API, with its own turns (sglang-omni.md)",
     body=DIALECT,
-    stream_formats=("audio", "sse"),
     agent=AGENT,
     sample_rate=SAMPLE_RATE_HEADER,
     sample_rate_header="X-Sample-Rate",
     response_formats=("pcm",),
     sse_error_events=("error",),
     errors=Errors(by_message={503: ((QUEUE_FULL, "overloaded"),)}),
-    voice_upload=True,
 )
 LAUNCHER = Launcher(
     name="sglang-omni",

@@ -264,15 +264,14 @@ def _money(value: float | None) -> str:
 
 
 def capacity_table(
+    rows: Sequence[dict[str, Any]],
     points: pd.DataFrame,
-    models: Sequence[str],
-    systems: Sequence[str],
     level: ServiceLevel,
     headline: int,
     gpu_hour_usd: float,
-    servers: pd.DataFrame | None = None,
 ) -> str:
-    rows = capacity_rows(points, models, systems, level, headline, gpu_hour_usd, servers)
+    """capacity.md from `capacity_rows`' rows (built once, also written as capacity.csv);
+    `points` for the onset's words, the rest as the rows were built with."""
     open_loop = any(r["verdict_rps"] != NO_POINTS for r in rows)
     header = ["model", "system", "streams held", "broke first (at the next load)", "cliff"]
     header += [f"continuity % ({level.player_model})", "audible p95 (s)", "audible %"]
@@ -412,9 +411,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             print(f"error: --server-table {args.server_table}: {exc}", file=sys.stderr)
             return 1
-    cost = (args.headline, args.gpu_hour_usd, servers)
-    text = capacity_table(points, args.models, args.systems, level, *cost)
-    rows = capacity_rows(points, args.models, args.systems, level, *cost)
+    cost = (args.headline, args.gpu_hour_usd)
+    rows = capacity_rows(points, args.models, args.systems, level, *cost, servers)
+    text = capacity_table(rows, points, level, *cost)
     return write_table_and_figure(
         args,
         text,

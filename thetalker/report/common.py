@@ -11,7 +11,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -23,6 +23,7 @@ from thetalker.report.output import exit_status, write_output  # whole or not at
 from thetalker.report.settings import add_settings_argument
 
 __all__ = [
+    "CostBasis",
     "point_cost_at",
     "MISSING",
     "NOT_DISTINGUISHABLE",
@@ -315,3 +316,16 @@ def point_cost_at(
     """`thetalker.metrics.point_cost` of one point, None when it was not run or not priced."""
     summary = point_summary(points, model, system, concurrency)
     return point_cost(summary, gpu_hour_usd, min_continuity_pct) if summary else None
+
+
+class CostBasis(NamedTuple):
+    """What a price is taken at, the same for the cost table, its rows and its figure: the
+    headline concurrency, the machine's USD per hour and the continuity a priced point needs."""
+
+    headline: int
+    gpu_hour_usd: float
+    min_continuity_pct: float
+
+    def cost(self, points: pd.DataFrame, model: str, system: str) -> float | None:
+        """`point_cost_at` of (model, system) at the headline concurrency."""
+        return point_cost_at(points, model, system, *self)

@@ -33,9 +33,9 @@ from matplotlib.ticker import FormatStrFormatter  # noqa: E402
 from thetalker.report.common import (  # noqa: E402
     DPI,
     FIGSIZE,
+    CostBasis,
     concurrency_levels,
     load_points_or_report,
-    point_cost_at,
     point_summary,
     report_parser,
     save_figure,
@@ -171,18 +171,12 @@ def ttfa_figure(
 
 
 def cost_figure(
-    points: pd.DataFrame,
-    models: Sequence[str],
-    systems: Sequence[str],
-    headline: int,
-    gpu_hour_usd: float,
-    min_continuity_pct: float,
-    out: Path,
+    points: pd.DataFrame, models: Sequence[str], systems: Sequence[str], basis: CostBasis, out: Path
 ) -> None:
     bars = []
     for model in models:
         for system in systems:
-            cost = point_cost_at(points, model, system, headline, gpu_hour_usd, min_continuity_pct)
+            cost = basis.cost(points, model, system)
             if cost is not None:
                 bars.append((cost, f"{model}\n{system}"))
     bars.sort()
@@ -190,7 +184,9 @@ def cost_figure(
     ax.bar(range(len(bars)), [c for c, _ in bars])
     ax.set_xticks(range(len(bars)), [label for _, label in bars], fontsize="small")
     ax.set_ylabel("USD per million characters")
-    ax.set_title(f"Cost at concurrency {headline}, {gpu_hour_usd:g} USD/h (cheapest first)")
+    ax.set_title(
+        f"Cost at concurrency {basis.headline}, {basis.gpu_hour_usd:g} USD/h (cheapest first)"
+    )
     _save(fig, out)
 
 
@@ -280,15 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         throughput_figure(points, args.models, args.systems, args.headline, args.throughput)
         continuity_figure(points, args.models, args.systems, args.continuity)
         ttfa_figure(points, args.models, args.systems, args.min_continuity_pct, args.ttfa)
-        cost_figure(
-            points,
-            args.models,
-            args.systems,
-            args.headline,
-            args.gpu_hour_usd,
-            args.min_continuity_pct,
-            args.cost,
-        )
+        basis = CostBasis(args.headline, args.gpu_hour_usd, args.min_continuity_pct)
+        cost_figure(points, args.models, args.systems, basis, args.cost)
         written = [args.throughput, args.continuity, args.ttfa, args.cost]
         if args.continuity_thresholds:
             out = args.continuity_thresholds

@@ -34,6 +34,7 @@ from thetalker.report.common import (
     INTERVAL_NOTE,
     MISSING,
     NOT_DISTINGUISHABLE,
+    CostBasis,
     Row,
     cell_numbers,
     cell_pm,
@@ -44,7 +45,6 @@ from thetalker.report.common import (
     measured_points,
     onset_words,
     point_at,
-    point_cost_at,
     point_labels,
     point_summary,
     report_parser,
@@ -386,42 +386,31 @@ def ttfa_table(points: pd.DataFrame, models: Sequence[str], systems: Sequence[st
 
 
 def cost_rows(
-    points: pd.DataFrame,
-    models: Sequence[str],
-    systems: Sequence[str],
-    headline: int,
-    gpu_hour_usd: float,
-    min_continuity_pct: float,
+    points: pd.DataFrame, models: Sequence[str], systems: Sequence[str], basis: CostBasis
 ) -> list[Row]:
     return [
         {
             "model": model,
             **{
-                f"{system}_usd_per_million_chars": point_cost_at(
-                    points, model, system, headline, gpu_hour_usd, min_continuity_pct
-                )
+                f"{system}_usd_per_million_chars": basis.cost(points, model, system)
                 for system in systems
             },
-            **machine_cost_row(points, model, systems, headline),
+            **machine_cost_row(points, model, systems, basis.headline),
         }
         for model in models
     ]
 
 
 def cost_table(
-    points: pd.DataFrame,
-    models: Sequence[str],
-    systems: Sequence[str],
-    headline: int,
-    gpu_hour_usd: float,
-    min_continuity_pct: float,
+    points: pd.DataFrame, models: Sequence[str], systems: Sequence[str], basis: CostBasis
 ) -> str:
+    headline, gpu_hour_usd, min_continuity_pct = basis
     header = ["model", *systems]
     rows = []
     for model in models:
         cells = []
         for system in systems:
-            cost = point_cost_at(points, model, system, headline, gpu_hour_usd, min_continuity_pct)
+            cost = basis.cost(points, model, system)
             summary = point_summary(points, model, system, headline)
             cells.append((MISSING if cost is None else f"{cost:.2f}") + failed_mark(summary))
         rows.append([model, *cells])
@@ -444,7 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if points is None:
         return 1
     m, s = args.models, args.systems
-    cost_args = (args.headline, args.gpu_hour_usd, args.min_continuity_pct)
+    basis = CostBasis(args.headline, args.gpu_hour_usd, args.min_continuity_pct)
     tables = [
         (
             args.throughput,
@@ -453,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         (args.continuity, continuity_table(points, m, s), continuity_rows(points, m, s)),
         (args.ttfa, ttfa_table(points, m, s), ttfa_rows(points, m, s)),
-        (args.cost, cost_table(points, m, s, *cost_args), cost_rows(points, m, s, *cost_args)),
+        (args.cost, cost_table(points, m, s, basis), cost_rows(points, m, s, basis)),
     ]
 
     def write() -> None:
