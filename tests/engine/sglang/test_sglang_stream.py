@@ -39,7 +39,7 @@ from tests.engine.sglang.conftest import (
 )
 from thetalker.client import BenchOptions, run_benchmark
 from thetalker.data.prompts import load_prompts
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 
 PROMPTS = Path(__file__).resolve().parents[3] / "prompts" / "seed_tts_eval_en_100.jsonl"
 _RUNNING = re.compile(r"#running-req: (\d+)")

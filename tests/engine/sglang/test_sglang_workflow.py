@@ -6,22 +6,20 @@ tiny model, and no process of either engine is left afterwards."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 
 import pytest
 import yaml
 
 from tests.engine.conftest import HERE as ENGINE_HERE
-from tests.engine.conftest import processes_with
+from tests.engine.conftest import engine_groups
 from tests.engine.conftest import venv_dir as vllm_venv
 from tests.engine.conftest import venv_unavailable_reason as vllm_unavailable
 from tests.engine.sglang.conftest import STANDIN
-from tests.engine.test_engine_workflow import pgid_of
 from tests.support.paths import REPO
 from tests.support.tiers import unavailable
 from tests.support.workflow_copy import copy_workflow, smk, smk_env, write_config
-from thetalker.data.records import read_records
+from thetalker.data.record_reads import read_records
 from thetalker.lifecycle.leftover import group_members
 
 MODEL = "tiny-qwen3-tts"
@@ -49,23 +47,9 @@ def test_one_model_on_two_real_servers(both_venvs, tiny_model, tmp_path):
     config["systems"]["sglang-omni-cpu"]["env"]["PYTHONPATH"] = str(STANDIN)
     workdir = copy_workflow(tmp_path / "wf")
     path = write_config(workdir, "engine-servers-cpu.yaml", config)
-    groups: set[int] = set()
-    done_event = threading.Event()
-
-    def watch() -> None:
-        needle = f"THETALKER_ENGINE_TEST_RUN={marker}".encode()
-        while not done_event.is_set():
-            groups.update(g for g in map(pgid_of, processes_with(needle)) if g is not None)
-            done_event.wait(1.0)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
+    with engine_groups(marker) as groups:  # every engine of the run, both servers'
         done = smk(workdir, "--cores", "2", "--resources", "gpu=1", "--configfile", path,
                    env=smk_env(standins=False), timeout=1500)  # fmt: skip
-    finally:
-        done_event.set()
-        watcher.join(timeout=30)
     assert done.returncode == 0, done.stderr[-5000:]
     assert len(groups) >= 2, "both engines were not seen running"
     left = [pid for pgid in groups for pid in group_members(pgid)]
