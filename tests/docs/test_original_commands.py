@@ -424,7 +424,7 @@ def test_locust_headless_for_a_few_seconds(
     workdir: Path,
 ) -> None:
     command = (
-        "locust -f examples/load_test_locust.py --headless --only-summary -u 1 -r 1 -t 3s "
+        "locust -f examples/load_test_locust.py --headless --only-summary -u 1 -r 1 -t 6s "
         f"--port {local_server.port} --voice joe --arrival-rate 2 --drain-timeout 5 "
         "--csv locust"
     )

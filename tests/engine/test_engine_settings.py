@@ -7,9 +7,9 @@ talker stage's `max_num_seqs`, writes settings.md, its CSV and best.yaml from th
 records, and leaves no engine process.
 
 What must hold on any machine: one sequence admitted at a time makes every stream past the
-first wait for a whole generation before its first audio, so `max_num_seqs: 1` holds fewer
-streams than the stock 8 (which admits every load of the grid) under the config's level; the
-stock setting wins, and the table states whether it is distinguishable from the
+first wait for a whole generation before its first audio, so `max_num_seqs: 1` holds one
+stream and breaks on first audio at two, and the stock 8 holds at least as many (the winner
+where it holds more); the table states whether the winner is distinguishable from the
 runner-up."""
 
 from __future__ import annotations
@@ -36,7 +36,26 @@ RUN = f"results/settings/{SYSTEM}/{MODEL}"
 def test_the_settings_search_runs_on_the_real_engine(engine_tier, tiny_model, tmp_path):
     config = yaml.safe_load((REPO / "config" / "settings-engine-cpu.yaml").read_text())
     marker = uuid.uuid4().hex
-    config["deploy_dir"] = str(HERE / "deploy")
+    # The level sits between a batched first audio and a whole generation, with room on both
+    # sides on any machine: each stream is cut at 500 talker tokens instead of the tier's 100
+    # (40 s of audio: a stream queued behind one sequence waits a whole generation, seconds
+    # even on an idle machine, against a batched stream's first chunk), two warm-up requests
+    # at each load (the engine's first batch of two pays for its new shape before scoring),
+    # and a 3 s limit on audible first audio p95. Measured (2026-12-06): with the tier's 100
+    # tokens, stock at 2 streams 1.27 to 1.73 s and one sequence 3.0 to 3.5 s on a busy
+    # machine, but 2.35 s idle (a 1.5 s and a 2.5 s limit each failed a run); with 200 tokens
+    # idle, stock 0.07 s at 1 stream and 2.53 s at 4.
+    deploy = tmp_path / "deploy"
+    deploy.mkdir()
+    text = (HERE / "deploy" / "tiny-qwen3-tts.yaml").read_text()
+    assert text.count("max_tokens: 100  # stock: 4096") == 1
+    (deploy / "tiny-qwen3-tts.yaml").write_text(
+        text.replace("max_tokens: 100  #", "max_tokens: 500  #")
+    )
+    config["deploy_dir"] = str(deploy)
+    config["warmup"] = 2
+    config["requests"] = {1: 1, 2: 2, 4: 4}
+    config["capacity"]["slo"]["max_audible_p95_s"] = 3.0
     config["models"][MODEL]["model_id"] = str(tiny_model)
     system = config["systems"][SYSTEM]
     system["serving_env"] = str(engine_tier)
@@ -66,9 +85,19 @@ def test_the_settings_search_runs_on_the_real_engine(engine_tier, tiny_model, tm
     def held(label: str) -> float:  # streams held; `never` (no load holds) is 0
         return float(rows[label]["capacity_streams"] or 0)
 
-    assert held("max_num_seqs=1") < held("stock"), {x: r["capacity_label"] for x, r in rows.items()}
+    labels = {x: (r["capacity_label"], r["broke_first"]) for x, r in rows.items()}
+    # One sequence at a time: the second stream at 2 waits a whole generation (40 s of audio,
+    # seconds on a CPU) before its first audio, so that setting holds exactly 1 stream and
+    # breaks on first audio at 2. The stock setting batches: it holds at least as many. (Not
+    # strictly more: on 2 cores the stock engine was seen to run two streams one after the
+    # other at 2 streams, 5.7 s to first audio, yet batch four at 4; the by-hand run of four
+    # settings, benchmarks/README.md, shows stock holding 4.)
+    assert held("max_num_seqs=1") == 1, labels
+    assert "first audio" in rows["max_num_seqs=1"]["broke_first"], labels
+    assert held("stock") >= held("max_num_seqs=1"), labels
     (winner,) = [x for x, r in rows.items() if r["winner"] == "True"]
-    assert winner == "stock"
+    if held("stock") > held("max_num_seqs=1"):
+        assert winner == "stock", labels
     assert rows[winner]["distinguishable"] in ("True", "False")
     table = (workdir / "results" / "tables" / "settings.md").read_text()
     assert f"**Winner: {winner}**" in table and "distinguishable" in table
