@@ -589,3 +589,38 @@ def test_a_forged_record_with_a_dead_leader_and_start_time_0_signals_nothing(tmp
         with contextlib.suppress(ProcessLookupError):
             os.kill(sleeper, signal.SIGKILL)
         _kill_logged(tmp_path / "server.log")
+
+
+def test_a_server_the_suite_starts_dies_with_the_test_process_that_started_it(tmp_path):
+    """The suite's own servers (tests/support: the local server fixture, Nari's stand-in) run in
+    a session of their own; a pytest worker ended by a timeout or SIGKILL runs no finalizer,
+    so each asks the kernel for SIGTERM when its starter dies (die_with_parent). Here the
+    starter is a process SIGKILLed after it started a long sleeper that way."""
+    pid_file = tmp_path / "child.pid"
+    starter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "from tests.support.processes import die_with_parent\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'],"
+            " start_new_session=True, preexec_fn=die_with_parent)\n"
+            f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+            "time.sleep(300)\n",
+        ],
+        cwd=REPO,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline, "the starter never started its child"
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        assert pid_alive(child)
+    finally:
+        starter.kill()
+        starter.wait()
+    deadline = time.monotonic() + 60
+    while pid_alive(child):
+        assert time.monotonic() < deadline, f"PID {child} outlived the process that started it"
+        time.sleep(0.05)

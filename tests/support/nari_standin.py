@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 
 from tests.support.paths import STANDINS
+from tests.support.processes import die_with_parent
 from thetalker.lifecycle.launch import free_port
 
 __all__ = ["PROGRAM", "MODEL", "Standin", "Conversation", "get", "post", "converse"]
@@ -64,6 +65,7 @@ class Standin:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=die_with_parent,  # no server outlives a killed test process
             )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -11,11 +11,13 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
 
 __all__ = [
+    "die_with_parent",
     "pid_alive",
     "pipe_write_blocked",
     "cmdline",
@@ -40,6 +42,19 @@ def _state(pid: int | str) -> str | None:
         return (_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[-1].split()[0]
     except (OSError, IndexError):
         return None
+
+
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def die_with_parent() -> None:
+    """`preexec_fn` for a server a test starts in a session of its own: the kernel sends it
+    SIGTERM when the test process that started it dies, so a pytest worker ended by a timeout
+    or SIGKILL (no finalizer runs) leaves no server behind. Linux only; elsewhere nothing."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def pid_alive(pid: int) -> bool:

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import die_with_parent
+
 __all__ = ["LocalServer", "ServerStartError", "start_local_server", "local_server"]
 
 READY_LINE = "Application startup complete."
@@ -93,6 +95,7 @@ def start_local_server(
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
             start_new_session=True,
+            preexec_fn=die_with_parent,  # no server outlives a killed test process
         )
     server: LocalServer | None = None
     try:
