@@ -7,6 +7,7 @@ outlives them: the examples, the launcher, the workflow and the reliability test
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -45,16 +46,17 @@ def _state(pid: int | str) -> str | None:
 
 
 _PR_SET_PDEATHSIG = 1  # prctl(2)
+# Looked up here, in the parent: the child between fork and exec must not import or dlopen
+# (another thread of the parent may hold a lock the child would wait on for ever).
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
 
 def die_with_parent() -> None:
     """`preexec_fn` for a server a test starts in a session of its own: the kernel sends it
     SIGTERM when the test process that started it dies, so a pytest worker ended by a timeout
     or SIGKILL (no finalizer runs) leaves no server behind. Linux only; elsewhere nothing."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def pid_alive(pid: int) -> bool:
