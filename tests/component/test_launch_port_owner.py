@@ -111,19 +111,26 @@ def test_another_process_on_the_chosen_port_is_not_taken_for_the_server(
             proc.wait()
 
 
+def _listening(script: Path) -> tuple[int, subprocess.Popen]:
+    """`script` serving on a free port in a session of its own, once /proc shows its listener
+    (or after 30 s)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(script), str(port)], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not listeners("127.0.0.1", port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return port, proc
+
+
 def test_the_servers_own_listener_is_found_and_is_not_foreign(tmp_path):
     """The /proc reading itself: a listener in a group of its own is named by PID; asked as
     that group's, it is the server's."""
     script = tmp_path / "impostor.py"
     script.write_text(IMPOSTOR)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(script), str(port)], start_new_session=True)
+    port, proc = _listening(script)
     try:
-        deadline = time.monotonic() + 30
-        while not listeners("127.0.0.1", port) and time.monotonic() < deadline:
-            time.sleep(0.05)
         (sock,) = listeners("127.0.0.1", port) or [None]
         assert sock is not None and sock.pids == [proc.pid]
         assert foreign_listener("127.0.0.1", port, proc.pid, None) is None
@@ -144,14 +151,8 @@ def test_a_container_runtimes_port_forwarder_stands_for_the_server(tmp_path):
     script.write_text(
         "import ctypes\nctypes.CDLL(None).prctl(15, b'docker-proxy', 0, 0, 0)\n" + IMPOSTOR
     )
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(script), str(port)], start_new_session=True)
+    port, proc = _listening(script)
     try:
-        deadline = time.monotonic() + 30
-        while not listeners("127.0.0.1", port) and time.monotonic() < deadline:
-            time.sleep(0.05)
         assert listeners("127.0.0.1", port)
         assert Path(f"/proc/{proc.pid}/comm").read_text().strip() == "docker-proxy"
         assert foreign_listener("127.0.0.1", port, os.getpgid(0), None) is None
