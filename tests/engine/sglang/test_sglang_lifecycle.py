@@ -114,8 +114,9 @@ def test_sigkill_then_rerun_then_ctrl_c_leave_no_engine_process(engine_tier, tin
         first_group = wait_serving(first, work)
         os.killpg(first.pid, signal.SIGKILL)  # the job only: its engine has a session of its own
         first.wait(timeout=30)
-        # API server, resource tracker and the pipeline's stage process: still running.
-        assert len(group_members(first_group)) >= 3, group_members(first_group)
+        # API server and the pipeline's stage process: still running (the multiprocessing
+        # resource tracker, a third, starts only when something asks for it: seen absent in CI).
+        assert len(group_members(first_group)) >= 2, group_members(first_group)
 
         rerun = start_job(job, work)  # the same job: the same PID record beside its log
         try:
