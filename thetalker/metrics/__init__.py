@@ -21,12 +21,15 @@ the start buffer), `point` (per-request metrics, point summaries, cost), `sessio
 in flight, time to a usable start of speech, the first-audio tail's spread), `intervals` (a
 package by job: the bootstrap engine, closed forms, Wilson and Newcombe, t over rounds with
 compare's RTFx over rounds and B / A, changes between two runs; WER's too), `usage` (energy
-and CPU-seconds per second of audio), `overload` (admission rejections) and `agent` (the
-voice-agent mode).
+and CPU-seconds per second of audio), `overload` (admission rejections), `agent` (the
+voice-agent mode), `waveform` (two renderings of one prompt: sglang-omni's waveform
+tolerance) and `ab_verdicts` (a verdict per figure of B against A: regression, improvement
+or no change the run can show).
 Everything is re-exported here: `from thetalker import metrics`.
 """
 
 from thetalker.metrics import (
+    ab_verdicts,
     agent,
     intervals,
     onset,
@@ -36,7 +39,9 @@ from thetalker.metrics import (
     sessions,
     stream,
     usage,
+    waveform,
 )
+from thetalker.metrics.ab_verdicts import *  # noqa: F403
 from thetalker.metrics.agent import *  # noqa: F403
 from thetalker.metrics.intervals import *  # noqa: F403
 from thetalker.metrics.onset import *  # noqa: F403
@@ -46,8 +51,10 @@ from thetalker.metrics.point import *  # noqa: F403
 from thetalker.metrics.sessions import *  # noqa: F403
 from thetalker.metrics.stream import *  # noqa: F403
 from thetalker.metrics.usage import *  # noqa: F403
+from thetalker.metrics.waveform import *  # noqa: F403
 
 __all__ = [
+    *ab_verdicts.__all__,
     *agent.__all__,
     *intervals.__all__,
     *onset.__all__,
@@ -57,4 +64,5 @@ __all__ = [
     *sessions.__all__,
     *stream.__all__,
     *usage.__all__,
+    *waveform.__all__,
 ]

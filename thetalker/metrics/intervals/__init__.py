@@ -15,7 +15,9 @@
   B / A over two runs' rounds (Fieller; thetalker-compare);
 - `changes`: B against A between two runs (RTFx ratio, percentile and share differences),
   for thetalker-compare, the ratio column and the A/B;
-- `headline`: a point's headline figures with their intervals (points.csv's row).
+- `headline`: a point's headline figures with their intervals (points.csv's row);
+- `paired`: the interleaved A/B's changes, B against A paired by prompt and slot within
+  each round (a stratified paired bootstrap; results/tables/ab.md).
 
 Imports run down that list (no module imports one after it). scipy is imported where an
 interval is computed: the client computes none and need not load it.
@@ -26,6 +28,7 @@ from thetalker.metrics.intervals import (
     closed_forms,
     core,
     headline,
+    paired,
     proportions,
     resampling,
     rounds,
@@ -34,6 +37,7 @@ from thetalker.metrics.intervals.changes import *  # noqa: F403
 from thetalker.metrics.intervals.closed_forms import *  # noqa: F403
 from thetalker.metrics.intervals.core import *  # noqa: F403
 from thetalker.metrics.intervals.headline import *  # noqa: F403
+from thetalker.metrics.intervals.paired import *  # noqa: F403
 from thetalker.metrics.intervals.proportions import *  # noqa: F403
 from thetalker.metrics.intervals.resampling import *  # noqa: F403
 from thetalker.metrics.intervals.rounds import *  # noqa: F403
@@ -46,4 +50,5 @@ __all__ = [
     *rounds.__all__,
     *changes.__all__,
     *headline.__all__,
+    *paired.__all__,
 ]

@@ -20,6 +20,7 @@ __all__ = [
     "METHOD_NEWCOMBE",
     "METHOD_REPEATS",
     "METHOD_PAIRED",
+    "METHOD_PAIRED_BOOTSTRAP",
     "METHOD_WELCH",
     "METHOD_NONE",
     "METHOD_ORDER_STATISTIC",
@@ -39,6 +40,8 @@ METHOD_WILSON = "wilson"  # Wilson score interval of a proportion
 METHOD_NEWCOMBE = "newcombe"  # Newcombe's hybrid score interval of a difference of proportions
 METHOD_REPEATS = "repeats-t"  # Student t over the N rounds of a point
 METHOD_PAIRED = "paired-t"  # Student t over the per-round differences (or log ratios)
+# stratified by round, the same request positions drawn for both arms (intervals.paired)
+METHOD_PAIRED_BOOTSTRAP = "paired-bootstrap"
 METHOD_WELCH = "welch-t"  # Welch t over the rounds of two independent runs
 METHOD_NONE = "none"  # too little data for an interval: value only
 METHOD_ORDER_STATISTIC = "order-statistic"  # a percentile's binomial order-statistic interval

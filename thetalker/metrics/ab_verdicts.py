@@ -1,0 +1,218 @@
+"""A verdict per figure of B against A: regression, improvement, or no change the run can show.
+
+Serves the A/B table (results/tables/ab.md, over `intervals.paired`'s PairedChange) and
+thetalker-compare's verdict column (its unpaired intervals, wrapped in a PairedChange).
+
+`judge` calls a change a regression (an improvement) only when ALL of:
+
+1. its interval lies wholly on the worse (better) side of no change (1 for a ratio, 0 for
+   a difference): the change is not noise between prompts;
+2. the estimate's size reaches the minimum effect (`MinEffect`): a change too small to
+   matter is not named, however sure;
+3. with 2+ rounds, EVERY round's own estimate is on that side by at least the minimum
+   effect. The arms run interleaved (A B, then B A, ...), which cancels a machine's linear
+   drift from the pooled estimate; a drift larger than the change shows as opposite signs
+   in alternate rounds, and then no verdict is given rather than a false alarm.
+
+Otherwise "no change the run can show": not "no change", only none this run is large
+enough to see (`resolution` says how small a change it could have seen, and
+`requests_to_show` about how many requests would show a given one).
+
+A failed arm overrides all this (`failed_arm`): an arm whose scored requests mostly
+failed measures its failures, so no figure of that point is a speed-up (vllm-omni #7184
+read zero throughput for three days as a figure).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from thetalker.metrics.intervals.paired import PairedChange
+from thetalker.metrics.point import is_dropped
+
+__all__ = [
+    "REGRESSION",
+    "IMPROVEMENT",
+    "NO_CHANGE",
+    "VERDICT_KINDS",
+    "MinEffect",
+    "Verdict",
+    "judge",
+    "failed_arm",
+    "minimum_effect",
+    "resolution",
+    "requests_to_show",
+]
+
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+NO_CHANGE = "no change the run can show"
+# What a figure is, for its minimum effect and units: a ratio (RTFx, output length: %),
+# a time difference (s), a share difference (percentage points).
+VERDICT_KINDS = ("ratio", "time", "share")
+
+
+@dataclass(frozen=True)
+class MinEffect:
+    """The smallest change a verdict names, per kind of figure.
+
+    rate_pct: a ratio (RTFx, output length) must move by this many percent of A.
+    time_s, time_pct: a time difference must reach the LARGER of time_s seconds and
+    time_pct percent of A's value (20 ms is nothing at 2 s, 10% is nothing at 50 ms).
+    share_pp: a share (continuity, failures) must move by this many percentage points.
+    """
+
+    rate_pct: float = 5.0
+    time_s: float = 0.020
+    time_pct: float = 10.0
+    share_pp: float = 5.0
+
+    def __post_init__(self) -> None:
+        for name in ("rate_pct", "time_s", "time_pct", "share_pp"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"MinEffect.{name} must be a number >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """label: REGRESSION, IMPROVEMENT or NO_CHANGE from `judge`; `failed_arm`'s label is
+    "failed arm (A|B): k of n requests failed". why: one line saying what decided it."""
+
+    label: str
+    why: str
+
+
+def _kind(kind: str) -> None:
+    if kind not in VERDICT_KINDS:
+        raise ValueError(f"verdict kind must be one of {VERDICT_KINDS}, got {kind!r}")
+
+
+def minimum_effect(kind: str, min_effect: MinEffect, base: float | None = None) -> float:
+    """The minimum effect in the change's own units: a ratio's distance from 1 (0.05 for
+    5%), a time's seconds (the larger of time_s and time_pct of |base|, A's value), a
+    share's percentage points."""
+    _kind(kind)
+    if kind == "ratio":
+        return min_effect.rate_pct / 100.0
+    if kind == "share":
+        return min_effect.share_pp
+    relative = min_effect.time_pct / 100.0 * abs(base) if base is not None else 0.0
+    return max(min_effect.time_s, relative)
+
+
+def _units(kind: str, size: float) -> str:
+    return {"ratio": f"{100 * size:.1f}%", "time": f"{size:.3f} s", "share": f"{size:.1f} pp"}[kind]
+
+
+def judge(
+    change: PairedChange,
+    kind: str,
+    higher_is_better: bool,
+    min_effect: MinEffect | None = None,
+) -> Verdict:
+    """The verdict on one figure's change (module note: all three conditions, or no
+    change the run can show). kind: "ratio" (change.estimate is B / A), "time" or "share"
+    (B - A in seconds or percentage points). higher_is_better: RTFx, continuity (True);
+    times, failures (False). A time's minimum effect is relative to A's value
+    (`change.a`), its rounds' too."""
+    _kind(kind)
+    effect = min_effect or MinEffect()
+    null = 1.0 if kind == "ratio" else 0.0
+    ci, estimate = change.interval, change.estimate
+    if estimate is None:
+        return Verdict(NO_CHANGE, "no value on one side: nothing to compare")
+    if ci.low is None or ci.high is None:
+        return Verdict(NO_CHANGE, "no interval (too few requests, or no spread): no change shown")
+    if ci.low > null:
+        higher = True
+    elif ci.high < null:
+        higher = False
+    else:
+        return Verdict(NO_CHANGE, f"the interval [{ci.low:.4g}, {ci.high:.4g}] holds {null:g}")
+    label = IMPROVEMENT if higher == higher_is_better else REGRESSION
+    need = minimum_effect(kind, effect, change.a)
+    size = abs(estimate - null)
+    if size < need:
+        return Verdict(
+            NO_CHANGE,
+            f"{_units(kind, size)} is below the minimum effect {_units(kind, need)}",
+        )
+    rounds = list(change.per_round)
+    if len(rounds) >= 2:
+        for k, value in enumerate(rounds, start=1):
+            if value is None or (value - null if higher else null - value) < need:
+                shown = "no value" if value is None else f"{value:.4g}"
+                return Verdict(
+                    NO_CHANGE,
+                    f"round {k}'s own estimate ({shown}) is not {label} by "
+                    f"{_units(kind, need)}: the rounds disagree (drift or noise)",
+                )
+        agree = f"; all {len(rounds)} rounds agree"
+    else:
+        agree = "; one round: the verdict rests on the interval alone"
+    return Verdict(
+        label,
+        f"{_units(kind, size)} beyond no change, interval [{ci.low:.4g}, {ci.high:.4g}] "
+        f"clear of {null:g}{agree}",
+    )
+
+
+def _counts(summary_or_records: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    """(failed, scored) from a point summary (`n_failed`, `n_scored`) or its records
+    (warmup and dropped arrivals left out, as `summarize_point` leaves them)."""
+    if isinstance(summary_or_records, Mapping):
+        if "n_failed" not in summary_or_records or "n_scored" not in summary_or_records:
+            raise ValueError("a summary for failed_arm needs n_failed and n_scored")
+        return int(summary_or_records["n_failed"]), int(summary_or_records["n_scored"])
+    scored = [r for r in summary_or_records if not r.get("warmup") and not is_dropped(r)]
+    return sum(1 for r in scored if not r.get("ok")), len(scored)
+
+
+def failed_arm(
+    summary_or_records: Mapping[str, Any] | Iterable[Mapping[str, Any]], side: str
+) -> Verdict | None:
+    """The verdict every figure of a point gets when this arm (`side`: "A" or "B") is a
+    failed arm: more than half its scored requests failed. Its label is "failed arm
+    (A): k of n requests failed", never a speed-up or a slow-down; None when the arm is not
+    a failed arm. Called per arm with the arm's records (all rounds) or its summary."""
+    failed, scored = _counts(summary_or_records)
+    if scored == 0 or 2 * failed <= scored:
+        return None
+    return Verdict(
+        f"failed arm ({side}): {failed} of {scored} requests failed",
+        f"more than half of {side}'s scored requests failed: its figures measure failures",
+    )
+
+
+def resolution(change: PairedChange, kind: str, base: float | None = None) -> float | None:
+    """The smallest change this run can show: the interval's half-width in the figure's
+    units: % for a ratio, s for a time, pp for a share (None without an interval). With
+    `base` (A's value, for a time), the half-width in % of it instead. A change smaller
+    than this cannot clear the interval; a rule of thumb, not a power calculation."""
+    _kind(kind)
+    half = change.interval.half_width
+    if half is None:
+        return None
+    if kind == "ratio":
+        return 100.0 * half
+    if base is not None and kind == "time":
+        return 100.0 * half / abs(base) if base else None
+    return half
+
+
+def requests_to_show(change: PairedChange, n_pairs: int, target: float) -> int | None:
+    """About how many requests per arm would bring the interval's half-width to `target`
+    (in `resolution`'s units without base: % for a ratio, else the difference's own): the
+    half-width shrinks as 1/sqrt(n), so n_pairs x (half-width / target)^2, rounded up. A
+    rule of thumb: it assumes the spread stays what this run saw. None without an
+    interval, or a target <= 0."""
+    half = change.interval.half_width
+    if half is None or target <= 0 or n_pairs <= 0:
+        return None
+    if change.kind == "ratio":
+        half *= 100.0
+    return max(1, math.ceil(n_pairs * (half / target) ** 2))
