@@ -1,5 +1,7 @@
 """`thetalker-compare A B`: every (system, model, point) in both result folders, B against A,
-with 95% intervals (thetalker.report.compare computes; this parses and prints)."""
+with 95% intervals and a verdict per figure (thetalker.report.compare computes; this parses
+and prints). Exit 0 compared, 1 nothing to compare, 2 bad input, 3 with
+`--fail-on-regression` when a figure's verdict is regression or B is a failed arm."""
 
 from __future__ import annotations
 
@@ -9,8 +11,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from thetalker import metrics
+from thetalker.metrics import MinEffect
 from thetalker.report import compare
-from thetalker.report.compare import CompareError, compare_folders, csv_rows, format_changes
+from thetalker.report.compare import (
+    CompareError,
+    compare_folders,
+    csv_rows,
+    format_changes,
+    regressions,
+)
 
 __all__ = ["main"]
 
@@ -25,9 +34,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("b", type=Path, help="new result folder")
     parser.add_argument("--csv", type=Path, help="also write the changes as CSV here")
     parser.add_argument("--seed", type=int, default=metrics.SEED, help="bootstrap seed")
+    default = MinEffect()
+    for flag, field, units in (
+        ("--min-effect-rate-pct", "rate_pct", "percent of A, for RTFx B/A"),
+        ("--min-effect-time-s", "time_s", "seconds, for a TTFA change (or time-pct, larger)"),
+        ("--min-effect-time-pct", "time_pct", "percent of A's value, for a TTFA change"),
+        ("--min-effect-share-pp", "share_pp", "percentage points, for continuity and clean"),
+    ):
+        parser.add_argument(
+            flag, type=float, default=getattr(default, field), dest=field,
+            help=f"minimum effect a verdict names: {units} (default %(default)s)",
+        )  # fmt: skip
+    parser.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 3 when any figure's verdict is regression, or B is a failed arm",
+    )
     args = parser.parse_args(argv)
     try:
-        rows, only_a, only_b, unlike = compare_folders(args.a, args.b, args.seed)
+        effect = MinEffect(args.rate_pct, args.time_s, args.time_pct, args.share_pp)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        rows, only_a, only_b, unlike = compare_folders(args.a, args.b, args.seed, min_effect=effect)
     except (CompareError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -52,6 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.csv.parent.mkdir(parents=True, exist_ok=True)
         pd.DataFrame(csv_rows(rows)).to_csv(args.csv, index=False)
         print(f"\nwrote {args.csv}")
+    found = regressions(rows)
+    if args.fail_on_regression and found:
+        for line in found:
+            print(f"regression: {line}", file=sys.stderr)
+        return 3
     return 0
 
 

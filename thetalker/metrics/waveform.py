@@ -4,8 +4,9 @@ Serves the A/B table's "same audio" column (results/tables/ab.md): for two build
 should produce the same output (same model, seed, greedy or seeded decoding), each prompt's
 rendering by B against A's, and the check that says whether the column applies at all.
 
-The figures and the gate are sglang-omni's (benchmarks/metrics/waveform_tolerance.py,
-`compare_waveforms` and `tolerance_failures`, which replaced bitwise equality as its
+The figures and the gate are sglang-omni's
+(sgl-project/sglang-omni/benchmarks/metrics/waveform_tolerance.py, its `compare_waveforms`
+and `tolerance_failures`, which replaced bitwise equality as its
 "audio not degraded" gate between code versions; the thresholds are the defaults of the
 code2wav batching benchmark that applies it: `--diff-threshold 1e-2`, `--min-snr-db 40`,
 `--max-peak-diff 0.2`, `--max-exceed-fraction 0.01`):

@@ -37,7 +37,21 @@ their own. All from `thetalker.metrics`. Where both points saved what the listen
 (paired by prompt, as naturalness.md pairs loads) and the share of clean streams B - A in
 percentage points (each side resampled on its own); their columns appear only then.
 
-    thetalker-compare results-2026-11 results [--csv changes.csv]
+Beside the intervals, a verdict per figure (the `verdict` column; thetalker.report
+.compare_verdicts): regression, improvement or "no change the run can show", by the A/B's
+rule (thetalker.metrics.ab_verdicts): the interval clear of no change, the estimate at least
+the minimum effect (`--min-effect-rate-pct` 5 for RTFx, the larger of `--min-effect-time-s`
+0.020 and `--min-effect-time-pct` 10 of A's value for TTFA, `--min-effect-share-pp` 5 for
+continuity and clean streams), and, where both folders ran the same number of rounds (2+),
+every round k of B against round k of A on the same side by that much; otherwise the verdict
+rests on the interval alone and says so. A side whose requests mostly failed is a failed arm
+("failed arm (B): k of n requests failed"), never a speed-up.
+
+Exit status: 0 compared, 1 nothing to compare, 2 bad input; with `--fail-on-regression`,
+3 when any figure's verdict is regression or B is a failed arm (a nightly job that keeps
+yesterday's results/ gates on today's).
+
+    thetalker-compare results-2026-11 results [--csv changes.csv] [--fail-on-regression]
 """
 
 from __future__ import annotations
@@ -49,7 +63,7 @@ from typing import Any
 
 from thetalker import metrics
 from thetalker.data.record_reads import RecordError, read_rounds
-from thetalker.metrics import Interval
+from thetalker.metrics import Interval, MinEffect
 from thetalker.report.compare_inputs import (
     CompareError,
     PointKey,
@@ -61,6 +75,7 @@ from thetalker.report.compare_inputs import (
     point_schema,
     run_rounds,
 )
+from thetalker.report.compare_verdicts import point_verdicts, regressions, verdict_cell
 
 __all__ = [
     "CompareError",
@@ -74,6 +89,7 @@ __all__ = [
     "not_judged",
     "format_changes",
     "csv_rows",
+    "regressions",
 ]
 
 # (name in the output, key of compare_point, the value meaning "no change", digits)
@@ -150,9 +166,11 @@ def compare_point(
     rounds_b: Sequence[Sequence[Mapping[str, Any]]],
     seed: int = metrics.SEED,
     folders: tuple[Path, Path] | None = None,
+    min_effect: MinEffect | None = None,
 ) -> dict[str, Any]:
     """B against A at one point: the figures of each side and the Intervals of the change;
-    with `folders` (each side's point folder), what the listener hears too."""
+    with `folders` (each side's point folder), what the listener hears too; `verdicts`: a
+    Verdict per judged figure against `min_effect` (thetalker.report.compare_verdicts)."""
     pooled_a = [r for one in rounds_a for r in one]
     pooled_b = [r for one in rounds_b for r in one]
     ttfa_a = [r.get("ttfa_s") for r in _ok(pooled_a)]
@@ -175,7 +193,7 @@ def compare_point(
     else:
         # No window on a side: no ratio (rtfx_change_bootstrap's answer for it).
         ratio = change["ratio"] if ratio_job else metrics.rtfx_change_bootstrap([], [])
-    return {
+    row = {
         "rounds_a": len(rounds_a),
         "rounds_b": len(rounds_b),
         "rtfx_a": metrics.rounds_rtfx_interval(rounds_a, seed=seed),
@@ -193,6 +211,8 @@ def compare_point(
         ),
         **compare_listened(*(folders or (None, None)), seed),
     }
+    row["verdicts"] = point_verdicts(row, rounds_a, rounds_b, min_effect)
+    return row
 
 
 def compare_folders(
@@ -200,12 +220,14 @@ def compare_folders(
     b: str | Path,
     seed: int = metrics.SEED,
     warn: Callable[[str], None] | None = None,
+    min_effect: MinEffect | None = None,
 ) -> tuple[list[dict[str, Any]], list[PointKey], list[PointKey], list[str]]:
     """Rows for the points in both folders that measured the same thing (sorted), the
     points only in A, only in B, and a line for each point in both that is not compared
     because its load, sample rate, model, protocol or prompt set differ (naming which).
     A point whose two sides were written under different record schemas is compared, and
-    `warn` (default: stderr) says so: its TTFA and player changes hold that difference."""
+    `warn` (default: stderr) says so: its TTFA and player changes hold that difference.
+    Each row's `verdicts` are judged against `min_effect` (default MinEffect())."""
     say = warn or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
     try:
         points_a, points_b = find_points(a), find_points(b)
@@ -241,6 +263,7 @@ def compare_folders(
                     rounds_b,
                     seed,
                     (points_a[key][0].parent, points_b[key][0].parent),
+                    min_effect,
                 ),
             }
         )
@@ -288,11 +311,12 @@ def format_changes(rows: Sequence[Mapping[str, Any]]) -> str:
     )
     figures = (*FIGURES, *LISTEN_FIGURES) if listened else FIGURES
     header = ["run", "system", "model", "point", "RTFx A", "RTFx B"]
-    header += [*(name for name, *_ in figures), "distinguishable from noise"]
+    header += [*(name for name, *_ in figures), "verdict", "distinguishable from noise"]
     lines = [
         "| " + " | ".join(header) + " |",
-        "|" + "|".join([" --- "] * 4 + [" ---: "] * (len(header) - 5) + [" --- "]) + "|",
+        "|" + "|".join([" --- "] * 4 + [" ---: "] * (len(header) - 6) + [" --- "] * 2) + "|",
     ]
+    names = {key: name for name, key, *_ in (*FIGURES, *LISTEN_FIGURES)}
     for row in rows:
         rtfx = [_cell(row[k], 1) for k in ("rtfx_a", "rtfx_b")]
         changes = [
@@ -304,7 +328,8 @@ def format_changes(rows: Sequence[Mapping[str, Any]]) -> str:
         if row.get("rounds_without_audio"):
             verdict += f"; {row['rounds_without_audio']} delivered no audio"
         labels = [_text(row[k]) for k in ("run", "system", "model", "point")]
-        cells = [*labels, *rtfx, *changes, verdict]
+        judged = _text(verdict_cell(row.get("verdicts", {}), names))
+        cells = [*labels, *rtfx, *changes, judged, verdict]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -319,6 +344,8 @@ def csv_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "point": row["point"],
         }
         for key, value in row.items():
+            if key == "verdicts":
+                continue
             if isinstance(value, Interval):
                 flat.update({key: value.value, f"{key}_low": value.low, f"{key}_high": value.high})
                 flat[f"{key}_method"] = value.method
@@ -326,5 +353,10 @@ def csv_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 flat[key] = value
         flat["distinguishable"] = ";".join(distinguishable(row))
         flat["not_judged"] = not_judged(row) or ""
+        verdicts = row.get("verdicts", {})
+        names = {key: name for name, key, *_ in (*FIGURES, *LISTEN_FIGURES)}
+        flat["verdict"] = verdict_cell(verdicts, names)
+        for key, verdict in verdicts.items():
+            flat[f"{key}_verdict"], flat[f"{key}_verdict_why"] = verdict.label, verdict.why
         out.append(flat)
     return out
