@@ -205,7 +205,8 @@ def resolution(change: PairedChange, kind: str, base: float | None = None) -> fl
 
 
 def requests_to_show(change: PairedChange, n_pairs: int, target: float) -> int | None:
-    """About how many requests per arm would bring the interval's half-width to `target`
+    """About how many requests per arm (over all rounds; `n_pairs` is this run's count)
+    would bring the interval's half-width to `target`
     (in `resolution`'s units without base: % for a ratio, else the difference's own): the
     half-width shrinks as 1/sqrt(n), so n_pairs x (half-width / target)^2, rounded up. A
     rule of thumb: it assumes the spread stays what this run saw. None without an
