@@ -26,6 +26,8 @@ include: "rules/quality.smk"
 include: "rules/listen.smk"
 include: "rules/settings_common.smk"
 include: "rules/settings.smk"
+include: "rules/ab_common.smk"
+include: "rules/ab.smk"
 
 
 rule all:

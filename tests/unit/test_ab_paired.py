@@ -128,6 +128,29 @@ def test_drift_between_alternate_rounds_is_no_verdict():
     assert "round 2" in verdict.why
 
 
+def test_rounds_that_agree_in_sign_but_not_in_size_are_no_verdict():
+    # An A/A on a busy machine: one round's B landed on a busy moment (+0.8 s), the other
+    # a little slower (+0.04 s). Every round is worse by the minimum effect, and the pooled
+    # bootstrap clears 0, but the rounds, taken as two observations, do not.
+    change = paired_change(_ab([0.8, 0.04], noise=0.003), _ttfa, P50, "difference")
+    assert change.interval.low > 0.0 and all(v > 0.03 for v in change.per_round)
+    verdict = judge(change, "time", higher_is_better=False)
+    assert verdict.label == NO_CHANGE
+    assert "between rounds" in verdict.why
+    # Two rounds that agree closely pass the same condition.
+    close = paired_change(_ab([0.50, 0.52], noise=0.003), _ttfa, P50, "difference")
+    assert judge(close, "time", higher_is_better=False).label == REGRESSION
+
+
+def test_between_rounds_takes_a_ratio_on_the_log_scale():
+    from thetalker.metrics.ab_verdicts import between_rounds
+
+    change = paired_rtfx_ratio(_ab([0.0] * ROUNDS))
+    spread = between_rounds(change, "ratio")
+    assert spread.low <= spread.value <= spread.high and spread.n == ROUNDS
+    assert spread.value == pytest.approx(float(np.exp(np.mean(np.log(change.per_round)))))
+
+
 def test_a_change_below_the_minimum_effect_is_not_named():
     change = paired_change(_ab([0.01] * ROUNDS), _ttfa, mean_statistic, "difference")
     assert change.interval.low > 0.0

@@ -292,3 +292,6 @@ def check_inputs(config: Mapping[str, Any]) -> None:
     from thetalker.pipeline.settings_checks import check_settings
 
     check_settings(config, bench_job)  # the settings search (docs/settings.md): one line each
+    from thetalker.pipeline.ab_plan import check_ab
+
+    check_ab(config)  # the A/B's pairs (docs/ab.md): arms that measure the same thing

@@ -8,7 +8,8 @@ TTFA p50 and p90 B - A as times (lower is better; the minimum relative to A's ow
 percentile), continuity and the clean-stream share B - A as shares (higher is better).
 DNSMOS OVRL has no minimum effect in MinEffect and gets no verdict.
 
-Condition 3 (every round agrees) needs per-round estimates: where both folders ran the same
+Conditions 3 and 4 (every round agrees; the rounds' own interval, at 95% over the four
+families judged: `FAMILIES`) need per-round estimates: where both folders ran the same
 number of rounds, 2 or more, round k of B is set against round k of A (RTFx over the
 round's own window, the round's TTFA percentile, its continuity share); otherwise, and for
 the clean share (scored once per point), the verdict rests on the interval alone and its
@@ -37,6 +38,9 @@ JUDGED = (
     ("continuity_pct_change", "share", True),
     ("clean_pct_change", "share", True),
 )
+# The families judged at once (RTFx, TTFA, continuity, clean streams): the between-rounds
+# interval is taken at 95% over them together, as the A/B's is (ab_verdicts, condition 4).
+FAMILIES = 4
 
 
 def _ok_ttfa(records: Sequence[Mapping[str, Any]]) -> list[float | None]:
@@ -113,7 +117,7 @@ def point_verdicts(
             "ratio" if kind == "ratio" else "difference",
             len(per_round),
         )
-        verdict = metrics.judge(change, kind, higher, effect)
+        verdict = metrics.judge(change, kind, higher, effect, FAMILIES)
         if not per_round and verdict.label != metrics.NO_CHANGE:
             why = verdict.why.split("; ")[0]
             verdict = replace(verdict, why=f"{why}; no rounds to set side by side: it rests "
