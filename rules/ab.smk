@@ -11,6 +11,7 @@ wildcard_constraints:
 
 
 localrules:
+    ab_dnsmos,
     ab_table,
 
 
@@ -36,9 +37,25 @@ rule ab_arm:
         "python -m thetalker.pipeline.serve_and_sweep --job {params.job:q} --server-log {log.server:q} --records {output.records:q} --search-manifest {output.search:q} > {log.bench:q} 2>&1"
 
 
+# DNSMOS of each arm's utterances (ab.dnsmos; thetalker.quality.dnsmos, as rules/listen.smk's).
+rule ab_dnsmos:
+    input:
+        records=f"{AB_ARM}/{{point}}/records.jsonl",
+    output:
+        f"{AB_ARM}/{{point}}/dnsmos.json",
+    log:
+        f"{AB_LOGS}/dnsmos_{{point}}.log",
+    conda:
+        "../envs/listen.yaml"
+    threads: 1
+    shell:
+        "python -m thetalker.quality.dnsmos --records {input.records:q} --out {output:q} --threads {threads} > {log:q} 2>&1"
+
+
 rule ab_table:
     input:
         ab_manifests(),
+        ab_dnsmos_files(),
     output:
         table=report(
             "results/tables/ab.md",

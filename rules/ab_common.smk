@@ -49,6 +49,18 @@ def ab_manifests():
     ]
 
 
+def ab_dnsmos_files():
+    """Each arm's dnsmos.json at every point, when the A/B scores its audio (ab.dnsmos)."""
+    if not AB["dnsmos"]:
+        return []
+    return [
+        f"{AB_ARM}/{point}/dnsmos.json".format(pair=r.pair, model=r.model, k=k, arm=arm)
+        for r in AB_RUNS.values()
+        for k, arm in ab_plan.slot_order(r.rounds)
+        for point in POINTS
+    ]
+
+
 def ab_table_runs():
     """What the table reads of each run: its arms' folders in run order, and the settings
     a verdict depends on."""

@@ -269,3 +269,20 @@ def test_resolution_and_requests_to_show_follow_one_over_root_n():
     assert requests_to_show(change, n, half / 2) == pytest.approx(4 * n, abs=1)
     ratio = paired_rtfx_ratio(_audio_ab(1.0))
     assert resolution(ratio, "ratio") == pytest.approx(100 * ratio.interval.half_width)
+
+
+def test_a_change_with_no_spread_between_requests_is_judged_by_its_rounds():
+    # Every stream the same length (an engine capping each at its token limit): RTFx does
+    # not move when requests are redrawn, so the bootstrap has no spread; the rounds decide.
+    from dataclasses import replace
+
+    from thetalker.metrics import Interval
+
+    change = paired_rtfx_ratio(_ab([0.0] * ROUNDS))
+    flat = replace(change, estimate=0.5, interval=Interval(0.5, None, None, "x", 10),
+                   per_round=[0.5, 0.49, 0.51])  # fmt: skip
+    assert judge(flat, "ratio", higher_is_better=True).label == REGRESSION
+    spread = replace(flat, per_round=[0.5, 1.3, 0.2])
+    assert judge(spread, "ratio", higher_is_better=True).label == NO_CHANGE
+    one = replace(flat, per_round=[0.5])
+    assert judge(one, "ratio", higher_is_better=True).label == NO_CHANGE

@@ -40,6 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("--min-effect-time-s", "time_s", "seconds, for a TTFA change (or time-pct, larger)"),
         ("--min-effect-time-pct", "time_pct", "percent of A's value, for a TTFA change"),
         ("--min-effect-share-pp", "share_pp", "percentage points, for continuity and clean"),
+        ("--min-effect-score", "score", "points of DNSMOS OVRL's 1-5 scale"),
     ):
         parser.add_argument(
             flag, type=float, default=getattr(default, field), dest=field,
@@ -52,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        effect = MinEffect(args.rate_pct, args.time_s, args.time_pct, args.share_pp)
+        effect = MinEffect(args.rate_pct, args.time_s, args.time_pct, args.share_pp, args.score)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

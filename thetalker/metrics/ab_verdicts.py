@@ -6,7 +6,8 @@ thetalker-compare's verdict column (its unpaired intervals, wrapped in a PairedC
 `judge` calls a change a regression (an improvement) only when ALL of:
 
 1. its interval lies wholly on the worse (better) side of no change (1 for a ratio, 0 for
-   a difference): the change is not noise between prompts;
+   a difference): the change is not noise between prompts (an interval with no spread,
+   every request alike, is its estimate: with 2+ rounds, condition 4 judges it);
 2. the estimate's size reaches the minimum effect (`MinEffect`): a change too small to
    matter is not named, however sure;
 3. with 2+ rounds, EVERY round's own estimate is on that side by at least the minimum
@@ -68,8 +69,9 @@ REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 NO_CHANGE = "no change the run can show"
 # What a figure is, for its minimum effect and units: a ratio (RTFx, output length: %),
-# a time difference (s), a share difference (percentage points).
-VERDICT_KINDS = ("ratio", "time", "share")
+# a time difference (s), a share difference (percentage points), a score difference (DNSMOS
+# OVRL, points of its 1-5 scale).
+VERDICT_KINDS = ("ratio", "time", "share", "score")
 
 
 @dataclass(frozen=True)
@@ -80,15 +82,17 @@ class MinEffect:
     time_s, time_pct: a time difference must reach the LARGER of time_s seconds and
     time_pct percent of A's value (20 ms is nothing at 2 s, 10% is nothing at 50 ms).
     share_pp: a share (continuity, failures) must move by this many percentage points.
+    score: a score (DNSMOS OVRL, 1-5) must move by this many points.
     """
 
     rate_pct: float = 5.0
     time_s: float = 0.020
     time_pct: float = 10.0
     share_pp: float = 5.0
+    score: float = 0.1
 
     def __post_init__(self) -> None:
-        for name in ("rate_pct", "time_s", "time_pct", "share_pp"):
+        for name in ("rate_pct", "time_s", "time_pct", "share_pp", "score"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
                 raise ValueError(f"MinEffect.{name} must be a number >= 0, got {value!r}")
@@ -117,12 +121,15 @@ def minimum_effect(kind: str, min_effect: MinEffect, base: float | None = None) 
         return min_effect.rate_pct / 100.0
     if kind == "share":
         return min_effect.share_pp
+    if kind == "score":
+        return min_effect.score
     relative = min_effect.time_pct / 100.0 * abs(base) if base is not None else 0.0
     return max(min_effect.time_s, relative)
 
 
 def _units(kind: str, size: float) -> str:
-    return {"ratio": f"{100 * size:.1f}%", "time": f"{size:.3f} s", "share": f"{size:.1f} pp"}[kind]
+    units = {"ratio": f"{100 * size:.1f}%", "time": f"{size:.3f} s", "share": f"{size:.1f} pp"}
+    return units.get(kind, f"{size:.2f} points")
 
 
 def judge(
@@ -144,7 +151,13 @@ def judge(
     if estimate is None:
         return Verdict(NO_CHANGE, "no value on one side: nothing to compare")
     if ci.low is None or ci.high is None:
-        return Verdict(NO_CHANGE, "no interval (too few requests, or no spread): no change shown")
+        if len([v for v in change.per_round if v is not None]) < 2:
+            return Verdict(
+                NO_CHANGE, "no interval (too few requests, or no spread): no change shown"
+            )
+        # No spread between requests (every stream the same length: RTFx does not move when
+        # they are redrawn): nothing to judge at that level, the rounds judge it (condition 4).
+        ci = Interval(estimate, estimate, estimate, ci.method, ci.n, ci.confidence)
     if ci.low > null:
         higher = True
     elif ci.high < null:

@@ -12,6 +12,8 @@ statistic over a point's requests, how B is set against A, and which way is bett
 - failures: the share of scored requests that failed, B - A in percentage points.
 - output length: mean audio seconds per successful request, B / A; no side is better (a
   verdict says longer or shorter).
+- DNSMOS OVRL (where the A/B scored its audio, ab.dnsmos: thetalker.quality.dnsmos), mean
+  over the utterances the model scored, B - A in points of its 1-5 scale.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from typing import Any
 from thetalker.metrics.intervals.paired import mean_statistic, percentile_statistic
 from thetalker.metrics.players import PLAYER_MODELS, has_no_stall, passes_stall_gate
 from thetalker.metrics.stream import CONTINUITY_THRESHOLD_S
+from thetalker.report.ab_inputs import DNSMOS_KEY
 
-__all__ = ["AbFigure", "AB_FIGURES", "FAMILIES", "RTFX"]
+__all__ = ["AbFigure", "AB_FIGURES", "RTFX"]
 
 Value = Callable[[Mapping[str, Any]], float | None]
 
@@ -32,7 +35,7 @@ Value = Callable[[Mapping[str, Any]], float | None]
 @dataclass(frozen=True)
 class AbFigure:
     name: str
-    kind: str  # "ratio" (B / A), "time" (B - A, seconds) or "share" (B - A, points)
+    kind: str  # "ratio" (B / A), "time" (B - A, s), "share" (B - A, pp), "score" (B - A)
     higher_is_better: bool | None  # None: neither side is better (output length)
     value: Value | None  # per record; None for RTFx (a point's window, not a request's)
     statistic: Callable[..., Any] | None  # vectorised: statistic(values, axis=-1)
@@ -107,6 +110,5 @@ AB_FIGURES: tuple[AbFigure, ...] = (
         family="failures",
     ),
     AbFigure("output length", "ratio", None, _ok("audio_s"), mean_statistic, family="length"),
+    AbFigure("DNSMOS OVRL", "score", True, _ok(DNSMOS_KEY), mean_statistic, family="DNSMOS"),
 )
-# The families judged at once at a point (Bonferroni over them: thetalker.metrics.ab_verdicts).
-FAMILIES = len({f.family for f in AB_FIGURES})

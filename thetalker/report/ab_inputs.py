@@ -18,7 +18,15 @@ from typing import Any
 
 from thetalker.data.record_reads import RecordError, read_json, read_records
 
-__all__ = ["AbInputError", "ArmPoint", "MEASURED", "read_arm_point", "check_alike", "builds"]
+__all__ = [
+    "AbInputError",
+    "ArmPoint",
+    "DNSMOS_KEY",
+    "MEASURED",
+    "read_arm_point",
+    "check_alike",
+    "builds",
+]
 
 # What the two arms must agree on, from each point's provenance.json (`config` block, the
 # prompt set's sha256): what a reader means by "the same measurement".
@@ -84,10 +92,32 @@ def read_arm_point(run_dir: str | Path, arm: str, point: str, rounds: int) -> Ar
             raise AbInputError(str(exc)) from None
         if not any(not r.get("warmup") for r in rows):
             raise AbInputError(f"{d / 'records.jsonl'}: no scored request")
-        records.append(rows)
+        records.append(_with_dnsmos(rows, d / "dnsmos.json"))
         server = d / "server_metrics.json"
         metrics.append(_json(server) if server.is_file() else None)
     return ArmPoint(arm, dirs, tuple(records), tuple(summaries), tuple(provenance), tuple(metrics))
+
+
+# A record's DNSMOS OVRL from the point's dnsmos.json (thetalker.quality.dnsmos), where the
+# A/B scored its audio (ab.dnsmos): only an utterance the model scored has one.
+DNSMOS_KEY = "_dnsmos_ovrl"
+
+
+def _with_dnsmos(rows: list[dict[str, Any]], path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return rows
+    data = _json(path)
+    if not data.get("available"):
+        return rows
+    scored = {
+        int(s["request_index"]): float(s["ovrl"])
+        for s in data.get("streams") or []
+        if s.get("scored") and s.get("ovrl") is not None
+    }
+    for row in rows:
+        if int(row["request_index"]) in scored:
+            row[DNSMOS_KEY] = scored[int(row["request_index"])]
+    return rows
 
 
 def _measured(prov: Mapping[str, Any]) -> dict[str, Any]:

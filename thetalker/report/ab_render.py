@@ -13,12 +13,11 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
 from thetalker.metrics.ab_verdicts import NO_CHANGE, MinEffect, family_confidence  # noqa: E402
-from thetalker.report.ab_figures import FAMILIES  # noqa: E402
 from thetalker.report.common import DPI, MISSING, markdown_table, save_figure  # noqa: E402
 
 __all__ = ["render_markdown", "render_figure", "fmt_change"]
 
-_UNITS = {"ratio": "x", "time": "s", "share": "pp"}
+_UNITS = {"ratio": "x", "time": "s", "share": "pp", "score": "points"}
 _VERDICT_COLOURS = {"regression": "tab:red", "improvement": "tab:green", "failed arm": "black"}
 
 
@@ -52,7 +51,7 @@ def _resolution(row: Mapping[str, Any]) -> str:
     res = row.get("resolution")
     if res is None:
         return MISSING
-    unit = {"ratio": "%", "time": " s", "share": " pp"}[row["kind"]]
+    unit = {"ratio": "%", "time": " s", "share": " pp", "score": " points"}[row["kind"]]
     need = row.get("requests_to_show")
     return f"±{_num(res, 2)}{unit}" + (f" (~{int(need)} req.)" if need else "")
 
@@ -105,21 +104,21 @@ def _build_table(builds: Mapping[str, Any]) -> str:
 
 
 def _intro(min_effect: MinEffect) -> str:
-    level = 100 * family_confidence(FAMILIES)
     return (
         "Each arm served on a fresh server, the arms interleaved A B, B A, ... (one round = "
         "one A and one B); requests paired by prompt within each round. Ratios are B / A, "
-        "times and shares B - A. `B vs A`: 95% interval of the paired bootstrap stratified by "
-        f"round (noise between prompts); `between rounds`: the rounds' own estimates as "
-        f"observations, Student t at {level:.3g}% (noise between server starts; 95% over the "
-        f"point's {FAMILIES} families of figures together). A verdict needs both clear of no "
-        f"change, an estimate of at least the minimum effect ({min_effect.rate_pct:g}% for "
-        f"ratios, the larger of {min_effect.time_s * 1000:g} ms and {min_effect.time_pct:g}% "
-        f"of A for times and first audio per audio second, {min_effect.share_pp:g} pp for "
-        'shares) and every round agreeing; otherwise "no change the run can show". '
-        "`smallest change shown`: the wider half-width of the two intervals, with about how "
-        "many requests per arm would bring the bootstrap's down to the minimum effect. How to "
-        "read it, and how to size a run: docs/ab.md.\n"
+        "times, shares and scores B - A. `B vs A`: 95% interval of the paired bootstrap "
+        "stratified by round (noise between prompts); `between rounds`: the rounds' own "
+        "estimates as observations, Student t at 95% over the point's families of figures "
+        "together (Bonferroni: its level is in the column's name; noise between server "
+        "starts). A verdict needs both clear of no change, an estimate of at least the "
+        f"minimum effect ({min_effect.rate_pct:g}% for ratios, the larger of "
+        f"{min_effect.time_s * 1000:g} ms and {min_effect.time_pct:g}% of A for times and "
+        f"first audio per audio second, {min_effect.share_pp:g} pp for shares, "
+        f'{min_effect.score:g} for DNSMOS) and every round agreeing; otherwise "no change the '
+        'run can show". `smallest change shown`: the wider half-width of the two intervals, '
+        "with about how many requests per arm would bring the bootstrap's down to the "
+        "minimum effect. How to read it, and how to size a run: docs/ab.md.\n"
     )
 
 
@@ -135,7 +134,7 @@ def render_markdown(results: Sequence[Mapping[str, Any]], min_effect: MinEffect)
             lines.append(f"\n### {point['point']}\n")
             if point.get("failed"):
                 lines.append(f"**Failed arm:** {point['failed']}.\n")
-            level = f"{100 * family_confidence(FAMILIES):.3g}%"
+            level = f"{100 * family_confidence(point['families']):.3g}%"
             header = ["figure", "A", "B", "B vs A [95%]", "each round", f"between rounds [{level}]",
                       "smallest change shown", "verdict"]  # fmt: skip
             rows = [

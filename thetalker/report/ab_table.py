@@ -40,7 +40,7 @@ from thetalker.metrics.ab_verdicts import (
 from thetalker.metrics.intervals.paired import pair_rounds, paired_change, paired_rtfx_ratio
 from thetalker.report.ab_audio import same_audio
 from thetalker.report.ab_builds import build_rows
-from thetalker.report.ab_figures import AB_FIGURES, FAMILIES, AbFigure
+from thetalker.report.ab_figures import AB_FIGURES, AbFigure
 from thetalker.report.ab_inputs import AbInputError, ArmPoint, check_alike, read_arm_point
 from thetalker.report.ab_render import render_figure, render_markdown
 
@@ -58,16 +58,18 @@ def _verdict_label(figure: AbFigure, label: str) -> str:
     return "longer" if label == "improvement" else "shorter"
 
 
-def _figure_row(
-    figure: AbFigure, pairs: Any, min_effect: MinEffect, seed: int, n_per_arm: int
-) -> dict[str, Any]:
+def _change(figure: AbFigure, pairs: Any, seed: int) -> Any:
     if figure.value is None:
-        change = paired_rtfx_ratio(pairs, seed=seed)
-    else:
-        change = paired_change(pairs, figure.value, figure.statistic, figure.change, seed=seed)
+        return paired_rtfx_ratio(pairs, seed=seed)
+    return paired_change(pairs, figure.value, figure.statistic, figure.change, seed=seed)
+
+
+def _figure_row(
+    figure: AbFigure, change: Any, min_effect: MinEffect, n_per_arm: int, families: int
+) -> dict[str, Any]:
     if figure.time_ratio:
         min_effect = replace(min_effect, rate_pct=min_effect.time_pct)
-    spread = between_rounds(change, figure.kind, FAMILIES)
+    spread = between_rounds(change, figure.kind, families)
     row: dict[str, Any] = {
         "figure": figure.name,
         "kind": figure.kind,
@@ -86,7 +88,7 @@ def _figure_row(
         ),
     }
     better = True if figure.higher_is_better is None else figure.higher_is_better
-    verdict = judge(change, figure.kind, better, min_effect, FAMILIES)
+    verdict = judge(change, figure.kind, better, min_effect, families)
     row["verdict"] = _verdict_label(figure, verdict.label)
     row["why"] = verdict.why
     return row
@@ -112,8 +114,9 @@ def _target(figure: AbFigure, min_effect: MinEffect, base: float | None) -> floa
 
 def point_rows(
     a: ArmPoint, b: ArmPoint, min_effect: MinEffect, seed: int = SEED
-) -> tuple[list[dict[str, Any]], str | None]:
-    """Every figure's row at one point, and the failed arm's line (None when both served)."""
+) -> tuple[list[dict[str, Any]], str | None, int]:
+    """Every figure's row at one point, the failed arm's line (None when both served), and
+    the number of families of figures judged together there (ab_verdicts, condition 4)."""
     check_alike(a, b)
     rounds = len(a.dirs)
     try:
@@ -128,11 +131,15 @@ def point_rows(
         for side, arm in (("A", a), ("B", b))
         if (verdict := failed_arm([r for k in range(rounds) for r in arm.scored(k)], side))
     ]
-    rows = [_figure_row(f, pairs, min_effect, seed, n_per_arm) for f in AB_FIGURES]
+    changes = [(f, _change(f, pairs, seed)) for f in AB_FIGURES]
+    # A figure the run did not measure (DNSMOS without ab.dnsmos) is no row and no family.
+    changes = [(f, c) for f, c in changes if c.n_pairs or f.family != "DNSMOS"]
+    families = len({f.family for f, c in changes if c.estimate is not None}) or 1
+    rows = [_figure_row(f, c, min_effect, n_per_arm, families) for f, c in changes]
     if failed:  # its figures measure failures: never a speed-up
         for row in rows:
             row["verdict"], row["why"] = failed[0].label, failed[0].why
-    return rows, (failed[0].label if failed else None)
+    return rows, (failed[0].label if failed else None), families
 
 
 def run_result(run: Mapping[str, Any], min_effect: MinEffect, seed: int = SEED) -> dict[str, Any]:
@@ -142,8 +149,16 @@ def run_result(run: Mapping[str, Any], min_effect: MinEffect, seed: int = SEED) 
     for point in run["points"]:
         a = read_arm_point(run["dir"], "a", point, int(run["rounds"]))
         b = read_arm_point(run["dir"], "b", point, int(run["rounds"]))
-        rows, failed = point_rows(a, b, min_effect, seed)
-        points.append({"point": point, "rows": rows, "failed": failed, "audio": same_audio(a, b)})
+        rows, failed, families = point_rows(a, b, min_effect, seed)
+        points.append(
+            {
+                "point": point,
+                "rows": rows,
+                "failed": failed,
+                "families": families,
+                "audio": same_audio(a, b),
+            }  # fmt: skip
+        )
         arms["a"].append(a)
         arms["b"].append(b)
     return {**run, "points_done": points, "builds": build_rows(arms["a"], arms["b"])}

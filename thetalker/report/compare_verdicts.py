@@ -6,7 +6,7 @@ Each figure's change (its interval from thetalker.report.compare) is judged by
 `ab_verdicts.judge` with the same `MinEffect`: RTFx B / A as a ratio (higher is better),
 TTFA p50 and p90 B - A as times (lower is better; the minimum relative to A's own
 percentile), continuity and the clean-stream share B - A as shares (higher is better).
-DNSMOS OVRL has no minimum effect in MinEffect and gets no verdict.
+DNSMOS OVRL B - A as a score (higher is better, MinEffect.score points).
 
 Conditions 3 and 4 (every round agrees; the rounds' own interval, at 95% over the four
 families judged: `FAMILIES`) need per-round estimates: where both folders ran the same
@@ -37,10 +37,12 @@ JUDGED = (
     ("ttfa_s_p90_change", "time", False),
     ("continuity_pct_change", "share", True),
     ("clean_pct_change", "share", True),
+    ("dnsmos_ovrl_change", "score", True),
 )
-# The families judged at once (RTFx, TTFA, continuity, clean streams): the between-rounds
-# interval is taken at 95% over them together, as the A/B's is (ab_verdicts, condition 4).
-FAMILIES = 4
+# The families judged at once (RTFx, TTFA, continuity, clean streams, DNSMOS): the
+# between-rounds interval is taken at 95% over them together, as the A/B's is (ab_verdicts,
+# condition 4).
+FAMILIES = 5
 
 
 def _ok_ttfa(records: Sequence[Mapping[str, Any]]) -> list[float | None]:
