@@ -121,3 +121,15 @@ def test_a_pair_may_run_its_own_number_of_rounds(config):
         config, p={"a": "local", "b": "local", "rounds": 5}, q={"a": "local", "b": "local"}
     )
     assert [(r.pair, r.rounds) for r in ab_runs(one)] == [("p", 5), ("q", 4)]  # ab.rounds
+
+
+def test_the_plan_counts_a_server_start_for_every_arm(config):
+    from thetalker.pipeline.ab_cost import estimate_ab, format_ab_plan
+
+    rows = estimate_ab(config)
+    assert [(e.pair, e.rounds, e.arms) for e in rows] == [("one-stream", 4, 8), ("same", 4, 8)]
+    assert all(e.hours > 0 and not e.gpu for e in rows)
+    one_round = estimate_ab(with_pairs(config, p={"a": "local", "b": "local", "rounds": 1}))
+    assert one_round[0].arms == 2 and one_round[0].hours < rows[0].hours
+    assert "| one-stream | piper-joe | 4 | 8 |" in format_ab_plan(rows)
+    assert format_ab_plan([]) == ""

@@ -90,6 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # The settings search (docs/settings.md), screen and full search apart.
     print(format_settings_plan(estimate_settings(config, wfc.bench_job)), end="")
+    from thetalker.pipeline.ab_cost import estimate_ab, format_ab_plan
+
+    print(format_ab_plan(estimate_ab(config)), end="")  # the A/B's arms (docs/ab.md)
     return 0
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "make_plan",
     "rtfx_at",
     "actual_hours",
+    "hours_text",
     "format_plan",
 ]
 
@@ -231,7 +232,8 @@ def actual_hours(results: Path, system: str, model: str, kind: str = "runs") -> 
     return (max(ends) - min(starts)).total_seconds() / 3600.0
 
 
-def _hours(h: float | None) -> str:
+def hours_text(h: float | None) -> str:
+    """`1.25 h`, or minutes under a tenth of an hour (`4.5 min`); `n/a` for None."""
     if h is None:
         return "n/a"
     return f"{h:.2f} h" if h >= 0.1 else f"{h * 60:.1f} min"
@@ -248,20 +250,20 @@ def format_plan(plan: Plan, results: Path | None = None) -> str:
     for j in plan.jobs:
         points = ", ".join(f"{label} ({n})" for label, n in j.points)
         row = (
-            f"| {j.system} | {j.model} | {points} | {_hours(j.start_s / 3600)} | "
-            f"{_hours(j.requests_s / 3600)} | {_hours(j.search_s / 3600)} | "
-            f"{_hours(j.hours)} ({j.rate_source}{'' if j.gpu else ', CPU'}) |"
+            f"| {j.system} | {j.model} | {points} | {hours_text(j.start_s / 3600)} | "
+            f"{hours_text(j.requests_s / 3600)} | {hours_text(j.search_s / 3600)} | "
+            f"{hours_text(j.hours)} ({j.rate_source}{'' if j.gpu else ', CPU'}) |"
         )
         if results is not None:
             took = actual_hours(results, j.system, j.model, j.kind)
             took_total += (took or 0.0) if j.gpu else 0.0
-            row += f" {_hours(took)} |"
+            row += f" {hours_text(took)} |"
         lines.append(row)
     jobs_per_gpu = math.ceil(len(plan.jobs) / max(1, plan.gpus)) if plan.jobs else 0
     lines += [
         "",
         f"{len(plan.jobs)} bench jobs on {plan.gpus} GPU slot(s) at once (about {jobs_per_gpu} "
-        f"per slot): {plan.gpu_hours:.2f} GPU-hours, about {_hours(plan.wall_hours)} of wall "
+        f"per slot): {plan.gpu_hours:.2f} GPU-hours, about {hours_text(plan.wall_hours)} of wall "
         "time (CPU jobs count in the wall time only).",
         "Rates: 'plan' = stated in the config's plan block, 'published' = the original "
         "benchmark's RTFx at 32 streams (H100), 'default' = plan.default.",

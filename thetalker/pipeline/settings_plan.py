@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from thetalker.pipeline.job import BenchJob
-from thetalker.pipeline.plan import make_plan
+from thetalker.pipeline.plan import hours_text, make_plan
 from thetalker.pipeline.settings_grid import screen_job, search_job, settings_of, settings_systems
 
 __all__ = ["SettingsEstimate", "full_searches", "estimate_settings", "format_settings_plan"]
@@ -73,10 +73,6 @@ def estimate_settings(
     return out
 
 
-def _h(hours: float) -> str:
-    return f"{hours:.2f} h" if hours >= 0.1 else f"{hours * 60:.1f} min"
-
-
 def format_settings_plan(estimates: list[SettingsEstimate]) -> str:
     """The settings search's rows and totals, screen and full search apart."""
     if not estimates:
@@ -89,11 +85,14 @@ def format_settings_plan(estimates: list[SettingsEstimate]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for e in estimates:
-        screen = f"{e.screened} x short point: {_h(e.screen_hours)}" if e.screened else "none"
+        screen = (
+            f"{e.screened} x short point: {hours_text(e.screen_hours)}" if e.screened else "none"
+        )
         device = "" if e.gpu else " (CPU)"
         lines.append(
             f"| {e.system} | {e.model} | {e.settings} | {screen} | "
-            f"{e.searched} x grid + bisection: {_h(e.search_hours)} | {_h(e.hours)}{device} |"
+            f"{e.searched} x grid + bisection: {hours_text(e.search_hours)} | "
+            f"{hours_text(e.hours)}{device} |"
         )
     gpu = [e for e in estimates if e.gpu]
     lines += [

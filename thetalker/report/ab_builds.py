@@ -84,6 +84,12 @@ def build_rows(a: Sequence[ArmPoint], b: Sequence[ArmPoint]) -> dict[str, Any]:
     warnings = []
     if machines_differ(served["A"], served["B"]):
         warnings.append("the arms ran on different machines: a change may be the machine's")
+    gpus = {name: sorted({g for s in served[name] for g in s["gpu_ids"]}) for name in ("A", "B")}
+    if gpus["A"] != gpus["B"]:
+        warnings.append(
+            f"the arms ran on different GPUs (A: {', '.join(gpus['A']) or 'none'}; B: "
+            f"{', '.join(gpus['B']) or 'none'}): a change may be the GPU's"
+        )
     for name in ("A", "B"):
         if out[name]["changed_between_rounds"]:
             warnings.append(

@@ -181,6 +181,11 @@ def builds(arm: ArmPoint) -> dict[str, Any]:
             "gpus": hardware.get("gpus"),
         },
     }
+    # The GPUs each round ran on (the job's slot, thetalker.lifecycle.gpu_slots): arms of
+    # one pair on different GPUs compare the GPUs too.
+    served["gpu_ids"] = sorted(
+        {str(g) for p in arm.provenance for g in ((p.get("resources") or {}).get("gpu_ids") or [])}
+    )
     drift = [
         str(d)
         for d, p in zip(arm.dirs[1:], arm.provenance[1:], strict=True)

