@@ -8,11 +8,13 @@ vllm-omni 0.30.0's own engine, every arm a fresh engine, interleaved A B, B A, .
 - `same` (2 rounds, A B B A): the same build and deploy file on both arms, an A/A: every
   figure must read "no change the run can show".
 
-Sizes, from a by-hand run on this machine kind (benchmarks/README.md): the stock engine's
-first audio p95 at 4 streams moved between 0.09 and 1.49 s from one start to the next, so
-with the tier's 100 talker tokens one sequence's +2.2 to +3.9 s could miss the between-rounds
-interval of 3 rounds (9.9 standard errors at 99%); with 500 tokens (40 s of audio a stream)
-each queued stream waits whole generations of seconds, several times that spread. The A/A
+Sizes, from by-hand runs on this machine kind (benchmarks/README.md): the stock engine's first
+audio at 4 streams moved by up to 3 s from one start to the next, and with the random model's
+own stream ends one sequence's wait depended on which prompts were ahead in its queue. So the
+planted pair's streams are each exactly 400 talker tokens (`ignore_eos`; 32 s of audio), and
+a queued stream waits whole generations of seconds: its first audio p95 about 15 s, several
+times the stock engine's spread, beyond 3 rounds' between-rounds interval (9.9 standard
+errors at 99%) even with one stock start 3 s slow. The A/A
 keeps the tier's 100 tokens (its arms are only started and measured). Stopping and resuming
 an A/B is the workflow test's (tests/workflow/test_workflow_ab.py); the two-build run (0.28.0
 against 0.30.0, config/engine-ab.yaml) is benchmarks/README.md's and tests/engine/builds/."""
@@ -35,15 +37,23 @@ SYSTEM, MODEL = "vllm-omni-cpu", "tiny-qwen3-tts"
 FIRST_AUDIO = ("first byte p50", "first byte p95", "audible first audio p50",
                "audible first audio p95")  # fmt: skip
 NO_CHANGE = "no change the run can show"
+TOKENS = 400  # talker tokens a stream of the planted pair: 32 s of audio
 
 
 def _deploy(tmp_path: Path, name: str, seqs: int, tokens: int) -> str:
+    """The tier's deploy file with the talker's `max_num_seqs` and every stream exactly
+    `tokens` long (`ignore_eos`: the random model's own ends made a queued stream's wait
+    depend on which prompts happened to be ahead of it)."""
     text = (HERE / "deploy" / "tiny-qwen3-tts.yaml").read_text()
     assert text.count("max_num_seqs: 8  # stock: 64") == 2
     assert text.count("max_tokens: 100  # stock: 4096") == 1
+    assert text.count("      min_tokens: 2\n") == 1
     text = text.replace("max_num_seqs: 8  #", f"max_num_seqs: {seqs}  #", 1)
+    text = text.replace("max_tokens: 100  #", f"max_tokens: {tokens}  #")
     path = tmp_path / f"{name}.yaml"
-    path.write_text(text.replace("max_tokens: 100  #", f"max_tokens: {tokens}  #"))
+    path.write_text(
+        text.replace("      min_tokens: 2\n", "      min_tokens: 2\n      ignore_eos: true\n")
+    )
     return str(path)
 
 
@@ -63,8 +73,8 @@ def _config(engine_tier: Path, tiny_model: Path, tmp_path: Path, marker: str) ->
     config["requests"] = {4: 4}
     config["models"][MODEL]["model_id"] = str(tiny_model)
     config["deploy_dir"] = str(HERE / "deploy")
-    stock = {"system": SYSTEM, "deploy": _deploy(tmp_path, "stock-500", 8, 500)}
-    one = {"system": SYSTEM, "deploy": _deploy(tmp_path, "one-sequence-500", 1, 500)}
+    stock = {"system": SYSTEM, "deploy": _deploy(tmp_path, "stock-400", 8, TOKENS)}
+    one = {"system": SYSTEM, "deploy": _deploy(tmp_path, "one-sequence-400", 1, TOKENS)}
     config["ab"]["pairs"] = {
         "planted": {"a": stock, "b": one, "rounds": 3},
         "same": {"a": SYSTEM, "b": SYSTEM, "rounds": 2},

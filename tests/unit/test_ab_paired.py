@@ -143,9 +143,11 @@ def test_rounds_that_agree_in_sign_but_not_in_size_are_no_verdict():
 
 
 def test_between_rounds_takes_a_ratio_on_the_log_scale():
+    from dataclasses import replace
+
     from thetalker.metrics.ab_verdicts import between_rounds
 
-    change = paired_rtfx_ratio(_ab([0.0] * ROUNDS))
+    change = replace(paired_rtfx_ratio(_ab([0.0] * ROUNDS)), per_round=[0.9, 1.0, 1.1])
     spread = between_rounds(change, "ratio")
     assert spread.low <= spread.value <= spread.high and spread.n == ROUNDS
     assert spread.value == pytest.approx(float(np.exp(np.mean(np.log(change.per_round)))))
@@ -286,3 +288,22 @@ def test_a_change_with_no_spread_between_requests_is_judged_by_its_rounds():
     assert judge(spread, "ratio", higher_is_better=True).label == NO_CHANGE
     one = replace(flat, per_round=[0.5])
     assert judge(one, "ratio", higher_is_better=True).label == NO_CHANGE
+
+
+def test_rounds_all_alike_are_no_measure_of_the_noise_between_starts():
+    # An A/A on the engine: every stream of A's two starts stalled past the gate, none of
+    # B's; the share moved by +100 points in both rounds, with no spread between them.
+    from dataclasses import replace
+
+    from thetalker.metrics import Interval
+    from thetalker.metrics.ab_verdicts import between_rounds, unanimous_rounds
+
+    change = paired_rtfx_ratio(_ab([0.0] * 2))
+    flat = replace(change, estimate=100.0, interval=Interval(100.0, None, None, "x", 8),
+                   per_round=[100.0, 100.0], kind="difference", a=0.0, b=100.0)  # fmt: skip
+    verdict = judge(flat, "share", higher_is_better=True, families=5)
+    assert verdict.label == NO_CHANGE and "all alike" in verdict.why
+    assert between_rounds(flat, "share", 5).low is None
+    assert unanimous_rounds(5) == 8 and unanimous_rounds(1) == 6
+    many = replace(flat, per_round=[100.0] * 8)
+    assert judge(many, "share", higher_is_better=True, families=5).label == IMPROVEMENT

@@ -29,7 +29,7 @@ def test_slower_first_audio_in_every_round_is_a_regression_and_exits_3(tmp_path,
     verdicts = row["verdicts"]
     assert verdicts["ttfa_s_p50_change"].label == REGRESSION
     assert verdicts["ttfa_s_p90_change"].label == REGRESSION
-    assert "all 2 rounds agree" in verdicts["ttfa_s_p50_change"].why
+    assert "all 2 rounds alike" in verdicts["ttfa_s_p50_change"].why  # the same run twice
     assert verdicts["rtfx_ratio"].label == NO_CHANGE
     assert verdicts["continuity_pct_change"].label == NO_CHANGE
     text = compare.format_changes([row])

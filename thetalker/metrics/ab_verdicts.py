@@ -26,7 +26,13 @@ thetalker-compare's verdict column (its unpaired intervals, wrapped in a PairedC
    (Bonferroni), so that an A/A run names a change somewhere at a point in at most 5% of
    runs, not 5% per figure: a release gate that cries wolf on one run in five is switched
    off. With 3 rounds and 5 families that is 9.9 standard errors; with 2 rounds, 64: two
-   rounds show only a change they agree on within a few percent. Run 3 or more.
+   rounds show only a change they agree on within a few percent. Run 3 or more. Rounds
+   all alike (a share at 0 or 100% in each: every stream of a start stalled, or none, as
+   an A/A on the engine gave, A's starts stalling 0.6 and 2.5 s and B's not) have no
+   spread to scale by: where the requests within them varied, the bootstrap of condition 1
+   measured the noise and decides; where they did not either, the rounds count only once a
+   sign test tells N alike of N from chance at the family's level (`unanimous_rounds`: 8
+   rounds for 5 families).
 
 Otherwise "no change the run can show": not "no change", only none this run is large
 enough to see (`resolution` says how small a change it could have seen, and
@@ -59,6 +65,7 @@ __all__ = [
     "judge",
     "between_rounds",
     "family_confidence",
+    "unanimous_rounds",
     "failed_arm",
     "minimum_effect",
     "resolution",
@@ -150,7 +157,8 @@ def judge(
     ci, estimate = change.interval, change.estimate
     if estimate is None:
         return Verdict(NO_CHANGE, "no value on one side: nothing to compare")
-    if ci.low is None or ci.high is None:
+    flat_requests = ci.low is None or ci.high is None
+    if flat_requests:
         if len([v for v in change.per_round if v is not None]) < 2:
             return Verdict(
                 NO_CHANGE, "no interval (too few requests, or no spread): no change shown"
@@ -183,13 +191,26 @@ def judge(
                     f"{_units(kind, need)}: the rounds disagree (drift or noise)",
                 )
         spread = between_rounds(change, kind, families)
-        if not spread.excludes(null):
+        if spread.low is None and flat_requests:
+            # Nothing varies but the starts: every stream of a start alike, every round
+            # alike (a share at 0 or 100% in each): only a sign test over rounds is left.
+            return Verdict(
+                NO_CHANGE,
+                f"the {len(rounds)} rounds are all alike ({rounds[0]:.4g}) and so is every "
+                f"request in them: no measure of the noise between starts, and alike by chance "
+                f"once in {2 ** (len(rounds) - 1):g} (a sign test needs "
+                f"{unanimous_rounds(families)} rounds)",
+            )
+        if spread.low is None:  # rounds alike, requests not: the bootstrap measured it
+            agree = f"; all {len(rounds)} rounds alike, the interval between requests decides"
+        elif not spread.excludes(null):
             return Verdict(
                 NO_CHANGE,
                 f"between rounds [{_bound(spread.low)}, {_bound(spread.high)}] holds {null:g}: "
                 f"the rounds differ more than the change (noise between server starts)",
             )
-        agree = f"; all {len(rounds)} rounds agree, between rounds clear of {null:g} too"
+        else:
+            agree = f"; all {len(rounds)} rounds agree, between rounds clear of {null:g} too"
     else:
         agree = "; one round: the verdict rests on the interval alone"
     return Verdict(
@@ -209,6 +230,13 @@ def family_confidence(families: int) -> float:
     return 1.0 - (1.0 - CONFIDENCE) / max(1, int(families))
 
 
+def unanimous_rounds(families: int = 1) -> int:
+    """The fewest rounds whose all-alike changes a sign test tells from chance at the
+    family's level: the least N with 2 x 0.5^N <= 0.05 / families (8 for 5 families)."""
+    alpha = (1.0 - CONFIDENCE) / max(1, int(families))
+    return max(2, math.ceil(math.log2(2.0 / alpha) - 1e-12))
+
+
 def between_rounds(change: PairedChange, kind: str, families: int = 1) -> Interval:
     """The change over its rounds' own estimates, each round one observation: their mean
     and Student t interval (N - 1 degrees of freedom) at `family_confidence(families)`; a
@@ -217,6 +245,14 @@ def between_rounds(change: PairedChange, kind: str, families: int = 1) -> Interv
     _kind(kind)
     confidence = family_confidence(families)
     values = [v for v in change.per_round if v is not None]
+    if len(values) >= 2 and max(values) == min(values):
+        # Rounds all alike (a share at 0 or 100% in every round: every stream of a start
+        # stalls, or none) give Student t no spread to scale by. Alike in N of N rounds is
+        # chance 2 x 0.5^N under no change (a sign test): an interval only when that is
+        # below the level, else none.
+        if len(values) < unanimous_rounds(families):
+            return none_interval(METHOD_REPEATS, len(values), values[0])
+        return Interval(values[0], values[0], values[0], METHOD_REPEATS, len(values), confidence)
     if kind != "ratio":
         return repeats_interval(values, confidence)
     if not values or min(values) <= 0:
