@@ -23,7 +23,7 @@ rule ab_arm:
         summaries=ab_arm_outputs("summary.json"),
         provenance=ab_arm_outputs("provenance.json"),
         server_metrics=ab_arm_outputs("server_metrics.json"),
-        search=f"{AB_ARM}/search.json",
+        search=AB_MANIFEST,
     log:
         bench=f"{AB_LOGS}/bench.log",
         server=f"{AB_LOGS}/server.log",

@@ -6,6 +6,8 @@ AB = config["ab"]
 AB_RUNS = {(r.pair, r.model): r for r in ab_plan.ab_runs(config)}
 AB_ARM = "results/ab/{pair}/{model}/round{k}/{arm}"
 AB_LOGS = "results/logs/ab/{pair}/{model}/round{k}/{arm}"
+# Each arm's manifest (written by every bench job): the link of the chain.
+AB_MANIFEST = "results/ab/{pair}/{model}/round{k}/{arm}/search.json"
 
 
 def ab_run(wildcards):
@@ -31,7 +33,7 @@ def ab_arm_inputs(wildcards):
         inputs["deploy"] = spec.deploy
     before = ab_plan.previous_slot(run.rounds, int(wildcards.k), wildcards.arm)
     if before is not None:
-        inputs["before"] = (AB_ARM + "/search.json").format(
+        inputs["before"] = AB_MANIFEST.format(
             pair=run.pair, model=run.model, k=before[0], arm=before[1]
         )
     return inputs
@@ -43,7 +45,7 @@ def ab_arm_job(wildcards):
 
 def ab_manifests():
     return [
-        (AB_ARM + "/search.json").format(pair=r.pair, model=r.model, k=k, arm=arm)
+        AB_MANIFEST.format(pair=r.pair, model=r.model, k=k, arm=arm)
         for r in AB_RUNS.values()
         for k, arm in ab_plan.slot_order(r.rounds)
     ]
