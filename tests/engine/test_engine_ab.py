@@ -6,7 +6,11 @@ vllm-omni 0.30.0's own engine, every arm a fresh engine, interleaved A B, B A, .
   every four streams wait whole generations before their first audio. ab.md must call first
   audio a regression.
 - `same` (2 rounds, A B B A): the same build and deploy file on both arms, an A/A: every
-  figure must read "no change the run can show".
+  figure must read "no change the run can show". A verdict needs 3 rounds (ab_verdicts'
+  MIN_ROUNDS: this test's A/A with 2 found why, its two B starts stalling alike), so at 2
+  it checks that the A/A's chain runs and names nothing; the rule's false alarms at 3 rounds
+  are the unit tests' and benchmarks/README.md's (200 resampled A/As). A 3-round A/A would
+  add two engine starts to a tier at the edge of `.ci/run`'s 45 minutes.
 
 Sizes, from by-hand runs on this machine kind (benchmarks/README.md): the stock engine's first
 audio at 4 streams moved by up to 3 s from one start to the next, and with the random model's

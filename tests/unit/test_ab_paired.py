@@ -132,13 +132,13 @@ def test_rounds_that_agree_in_sign_but_not_in_size_are_no_verdict():
     # An A/A on a busy machine: one round's B landed on a busy moment (+0.8 s), the other
     # a little slower (+0.04 s). Every round is worse by the minimum effect, and the pooled
     # bootstrap clears 0, but the rounds, taken as two observations, do not.
-    change = paired_change(_ab([0.8, 0.04], noise=0.003), _ttfa, P50, "difference")
+    change = paired_change(_ab([0.8, 0.04, 0.05], noise=0.003), _ttfa, P50, "difference")
     assert change.interval.low > 0.0 and all(v > 0.03 for v in change.per_round)
     verdict = judge(change, "time", higher_is_better=False)
     assert verdict.label == NO_CHANGE
     assert "between rounds" in verdict.why
     # Two rounds that agree closely pass the same condition.
-    close = paired_change(_ab([0.50, 0.52], noise=0.003), _ttfa, P50, "difference")
+    close = paired_change(_ab([0.50, 0.52, 0.51], noise=0.003), _ttfa, P50, "difference")
     assert judge(close, "time", higher_is_better=False).label == REGRESSION
 
 
@@ -193,12 +193,12 @@ def test_a_request_missing_on_one_side_is_refused():
 def test_a_request_failed_on_one_side_counts_for_failures_not_for_times():
     base = _prompts()
     ok_b = [i % 4 != 0 for i in range(N)]  # B fails every 4th prompt
-    pairs = pair_rounds([_arm(base), _arm(base)], [_arm(base, ok=ok_b), _arm(base, ok=ok_b)])
+    pairs = pair_rounds([_arm(base)] * 3, [_arm(base, ok=ok_b)] * 3)
     times = paired_change(pairs, _ttfa, P50, "difference")
-    assert times.n_pairs == 2 * (N - N // 4)
+    assert times.n_pairs == 3 * (N - N // 4)
     assert times.estimate == 0.0
     failures = paired_change(pairs, failure_flag, share_pct_statistic, "difference")
-    assert failures.n_pairs == 2 * N
+    assert failures.n_pairs == 3 * N
     assert failures.estimate == pytest.approx(25.0) and failures.a == 0.0
     # every pair counts and the share moved 25 pp in both rounds: a regression
     assert judge(failures, "share", higher_is_better=False).label == REGRESSION
@@ -300,10 +300,23 @@ def test_rounds_all_alike_are_no_measure_of_the_noise_between_starts():
 
     change = paired_rtfx_ratio(_ab([0.0] * 2))
     flat = replace(change, estimate=100.0, interval=Interval(100.0, None, None, "x", 8),
-                   per_round=[100.0, 100.0], kind="difference", a=0.0, b=100.0)  # fmt: skip
+                   per_round=[100.0] * 3, kind="difference", a=0.0, b=100.0)  # fmt: skip
     verdict = judge(flat, "share", higher_is_better=True, families=5)
     assert verdict.label == NO_CHANGE and "all alike" in verdict.why
     assert between_rounds(flat, "share", 5).low is None
     assert unanimous_rounds(5) == 8 and unanimous_rounds(1) == 6
     many = replace(flat, per_round=[100.0] * 8)
     assert judge(many, "share", higher_is_better=True, families=5).label == IMPROVEMENT
+
+
+def test_two_rounds_give_no_verdict_however_alike():
+    # An engine A/A: both of B's starts stalled their first batch, neither of A's, and the
+    # two rounds' ratios came out 17.5x and 18.1x: alike enough for t with 1 degree of
+    # freedom. A start's noise is not normal; a verdict rests on 3 rounds or more.
+    from thetalker.metrics.ab_verdicts import MIN_ROUNDS
+
+    two = paired_change(_ab([0.50, 0.50]), _ttfa, P50, "difference")
+    verdict = judge(two, "time", higher_is_better=False)
+    assert MIN_ROUNDS == 3 and verdict.label == NO_CHANGE and "2 rounds" in verdict.why
+    three = paired_change(_ab([0.50, 0.50, 0.50]), _ttfa, P50, "difference")
+    assert judge(three, "time", higher_is_better=False).label == REGRESSION

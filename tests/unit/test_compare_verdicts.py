@@ -23,13 +23,13 @@ def _slower(by: float) -> list[dict]:
 
 def test_slower_first_audio_in_every_round_is_a_regression_and_exits_3(tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
-    _point(a, [_run(BASE_AUDIO, BASE_TTFA)] * 2)
-    _point(b, [_slower(0.2)] * 2)
+    _point(a, [_run(BASE_AUDIO, BASE_TTFA)] * 3)
+    _point(b, [_slower(0.2)] * 3)
     (row,), _, _, _ = compare.compare_folders(a, b)
     verdicts = row["verdicts"]
     assert verdicts["ttfa_s_p50_change"].label == REGRESSION
     assert verdicts["ttfa_s_p90_change"].label == REGRESSION
-    assert "all 2 rounds alike" in verdicts["ttfa_s_p50_change"].why  # the same run twice
+    assert "all 3 rounds alike" in verdicts["ttfa_s_p50_change"].why  # the same run twice
     assert verdicts["rtfx_ratio"].label == NO_CHANGE
     assert verdicts["continuity_pct_change"].label == NO_CHANGE
     text = compare.format_changes([row])
@@ -49,8 +49,8 @@ def test_slower_first_audio_in_every_round_is_a_regression_and_exits_3(tmp_path,
 
 def test_the_same_run_twice_is_no_change_and_passes_the_gate(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    _point(a, [_run(BASE_AUDIO, BASE_TTFA)] * 2)
-    _point(b, [_run(BASE_AUDIO, BASE_TTFA)] * 2)
+    _point(a, [_run(BASE_AUDIO, BASE_TTFA)] * 3)
+    _point(b, [_run(BASE_AUDIO, BASE_TTFA)] * 3)
     (row,), _, _, _ = compare.compare_folders(a, b)
     assert {v.label for v in row["verdicts"].values()} == {NO_CHANGE}
     assert f"| {NO_CHANGE} |" in compare.format_changes([row])
@@ -58,11 +58,11 @@ def test_the_same_run_twice_is_no_change_and_passes_the_gate(tmp_path):
 
 
 def test_rounds_that_disagree_give_no_verdict(tmp_path):
-    # B's round 1 is 0.25 s slower, its round 2 30 ms faster: pooled, p90 is far worse
-    # (the slow round fills the tail); round by round, the signs differ.
+    # B's rounds 1 and 3 are 0.25 s slower, its round 2 30 ms faster: pooled, p90 is far
+    # worse (the slow rounds fill the tail); round by round, the signs differ.
     a, b = tmp_path / "a", tmp_path / "b"
-    _point(a, [_run(BASE_AUDIO, BASE_TTFA)] * 2)
-    _point(b, [_slower(0.25), _slower(-0.03)])
+    _point(a, [_run(BASE_AUDIO, BASE_TTFA)] * 3)
+    _point(b, [_slower(0.25), _slower(-0.03), _slower(0.25)])
     (row,), _, _, _ = compare.compare_folders(a, b)
     assert row["ttfa_s_p90_change"].low > 0.0  # the interval alone would call it
     verdict = row["verdicts"]["ttfa_s_p90_change"]
@@ -85,13 +85,13 @@ def test_one_round_a_side_rests_on_the_interval_alone(tmp_path):
 
 def test_a_failed_arm_is_named_on_every_figure_and_fails_the_gate(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    _point(a, [_run(BASE_AUDIO, BASE_TTFA)] * 2)
+    _point(a, [_run(BASE_AUDIO, BASE_TTFA)] * 3)
     broken = [make_record(i, ok=i < 5) for i in range(20)]  # 15 of 20 fail
-    _point(b, [broken] * 2)
+    _point(b, [broken] * 3)
     (row,), _, _, _ = compare.compare_folders(a, b)
     labels = {v.label for v in row["verdicts"].values()}
-    assert labels == {"failed arm (B): 30 of 40 requests failed"}
-    assert "| failed arm (B): 30 of 40 requests failed |" in compare.format_changes([row])
+    assert labels == {"failed arm (B): 45 of 60 requests failed"}
+    assert "| failed arm (B): 45 of 60 requests failed |" in compare.format_changes([row])
     assert compare_cli.main([str(a), str(b), "--fail-on-regression"]) == 3
     # the other way round A failed: named, but no regression to gate on
     assert compare_cli.main([str(b), str(a), "--fail-on-regression"]) == 0

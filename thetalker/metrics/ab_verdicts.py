@@ -3,18 +3,21 @@
 Serves the A/B table (results/tables/ab.md, over `intervals.paired`'s PairedChange) and
 thetalker-compare's verdict column (its unpaired intervals, wrapped in a PairedChange).
 
-`judge` calls a change a regression (an improvement) only when ALL of:
+`judge` calls a change a regression (an improvement) only with 3 or more rounds (`MIN_ROUNDS`:
+two rounds' Student t is exact only for normal noise, and a start's noise is not) and when ALL
+of the following hold (thetalker-compare's folders of one round each: the interval alone, and
+its `why` says so):
 
 1. its interval lies wholly on the worse (better) side of no change (1 for a ratio, 0 for
    a difference): the change is not noise between prompts (an interval with no spread,
-   every request alike, is its estimate: with 2+ rounds, condition 4 judges it);
+   every request alike, is its estimate: condition 4 judges it);
 2. the estimate's size reaches the minimum effect (`MinEffect`): a change too small to
    matter is not named, however sure;
-3. with 2+ rounds, EVERY round's own estimate is on that side by at least the minimum
+3. EVERY round's own estimate is on that side by at least the minimum
    effect. The arms run interleaved (A B, then B A, ...), which cancels a machine's linear
    drift from the pooled estimate; a drift larger than the change shows as opposite signs
    in alternate rounds, and then no verdict is given rather than a false alarm;
-4. with 2+ rounds, the rounds' own estimates, taken as N observations of the change
+4. the rounds' own estimates, taken as N observations of the change
    (`between_rounds`: Student t, N - 1 degrees of freedom; a ratio on the log scale), give
    an interval clear of no change too. The bootstrap of condition 1 sees the noise between
    prompts only; a fresh server per arm adds noise between starts (a start that lands on a
@@ -63,6 +66,7 @@ __all__ = [
     "MinEffect",
     "Verdict",
     "judge",
+    "MIN_ROUNDS",
     "between_rounds",
     "family_confidence",
     "unanimous_rounds",
@@ -72,6 +76,11 @@ __all__ = [
     "requests_to_show",
 ]
 
+# The fewest rounds a verdict rests on. Two rounds' Student t is exact only for normal noise;
+# a start's noise is not (an engine start either stalls its first batch a second or two, or
+# not): an engine A/A had both of B's starts stall and neither of A's, B's first audio per
+# audio second 17.5x and 18.1x A's, two rounds alike enough for t with 1 degree of freedom.
+MIN_ROUNDS = 3
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 NO_CHANGE = "no change the run can show"
@@ -181,6 +190,12 @@ def judge(
             f"{_units(kind, size)} is below the minimum effect {_units(kind, need)}",
         )
     rounds = list(change.per_round)
+    if 0 < len(rounds) < MIN_ROUNDS:
+        return Verdict(
+            NO_CHANGE,
+            f"{len(rounds)} rounds: the noise between server starts is not measured (a verdict "
+            f"needs {MIN_ROUNDS} or more)",
+        )
     if len(rounds) >= 2:
         for k, value in enumerate(rounds, start=1):
             if value is None or (value - null if higher else null - value) < need:

@@ -8,13 +8,14 @@ TTFA p50 and p90 B - A as times (lower is better; the minimum relative to A's ow
 percentile), continuity and the clean-stream share B - A as shares (higher is better).
 DNSMOS OVRL B - A as a score (higher is better, MinEffect.score points).
 
-Conditions 3 and 4 (every round agrees; the rounds' own interval, at 95% over the four
+Conditions 3 and 4 (every round agrees; the rounds' own interval, at 95% over the five
 families judged: `FAMILIES`) need per-round estimates: where both folders ran the same
-number of rounds, 2 or more, round k of B is set against round k of A (RTFx over the
-round's own window, the round's TTFA percentile, its continuity share); otherwise, and for
-the clean share (scored once per point), the verdict rests on the interval alone and its
-`why` says so. A side whose scored requests mostly failed is a failed arm: every figure's
-verdict is "failed arm (A|B): k of n requests failed" (`ab_verdicts.failed_arm`).
+number of rounds, round k of B is set against round k of A (a verdict needs 3 or more;
+RTFx over the round's own window, the round's TTFA percentile, its continuity share);
+otherwise, and for the clean share (scored once per point), the verdict rests on the
+interval alone and its `why` says so. A side whose scored requests mostly failed is a
+failed arm: every figure's verdict is "failed arm (A|B): k of n requests failed"
+(`ab_verdicts.failed_arm`).
 """
 
 from __future__ import annotations
